@@ -1,0 +1,68 @@
+"""OPT: learned positions stored with an offset of 2, ReLU MLP, pre- or post-norm (`do_layer_norm_before`)."""
+
+from tracer.arch.canonical import Source, transposed
+from tracer.arch.llama import activation, head_source
+from tracer.arch.spec import Spec
+from tracer.checkpoint.config import require
+from tracer.errors import TracerError
+
+
+def spec_from_config(cfg: dict) -> Spec:
+    d = int(require(cfg, "hidden_size", family="opt"))
+    heads = int(require(cfg, "num_attention_heads", family="opt"))
+    if cfg.get("word_embed_proj_dim") not in (None, d):
+        raise TracerError("opt: word_embed_proj_dim != hidden_size (project_in/out, as in opt-350m) is not supported yet")
+    if cfg.get("layer_norm_elementwise_affine") is False:
+        raise TracerError("opt: layer_norm_elementwise_affine=false is not supported yet")
+    pre = bool(cfg.get("do_layer_norm_before", True))
+    bias = bool(cfg.get("enable_bias", True))
+    return Spec(
+        family="opt",
+        d_model=d,
+        n_layers=int(require(cfg, "num_hidden_layers", family="opt")),
+        n_heads=heads,
+        n_kv_heads=heads,
+        d_head=d // heads,
+        d_ff=int(require(cfg, "ffn_dim", family="opt")),
+        vocab_size=int(require(cfg, "vocab_size", family="opt")),
+        max_positions=int(require(cfg, "max_position_embeddings", family="opt")),
+        norm="layernorm",
+        norm_eps=1e-5,
+        norm_placement="pre" if pre else "post",
+        final_norm=pre and not cfg.get("_remove_final_layer_norm", False),
+        positions="learned",
+        position_offset=2,
+        rope=None,
+        qkv_bias=bias,
+        o_bias=bias,
+        mlp="plain",
+        activation=activation(cfg, "opt", "activation_function"),
+        mlp_bias=bias,
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+    )
+
+
+def weight_sources(spec: Spec) -> dict[str, Source]:
+    src = {
+        "embed.W_E": Source("model.decoder.embed_tokens.weight"),
+        "embed.W_pos": Source("model.decoder.embed_positions.weight"),
+    }
+    for i in range(spec.n_layers):
+        hf, p = f"model.decoder.layers.{i}.", f"blocks.{i}."
+        for ours, theirs in (("ln1", "self_attn_layer_norm"), ("ln2", "final_layer_norm")):
+            src[p + ours + ".w"] = Source(hf + theirs + ".weight")
+            src[p + ours + ".b"] = Source(hf + theirs + ".bias")
+        for x, theirs in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "out_proj")):
+            src[p + f"attn.W_{x}"] = transposed(hf + f"self_attn.{theirs}.weight")
+            if spec.qkv_bias:
+                src[p + f"attn.b_{x}"] = Source(hf + f"self_attn.{theirs}.bias")
+        src[p + "mlp.W_in"] = transposed(hf + "fc1.weight")
+        src[p + "mlp.W_out"] = transposed(hf + "fc2.weight")
+        if spec.mlp_bias:
+            src[p + "mlp.b_in"] = Source(hf + "fc1.bias")
+            src[p + "mlp.b_out"] = Source(hf + "fc2.bias")
+    if spec.final_norm:
+        src["final_norm.w"] = Source("model.decoder.final_layer_norm.weight")
+        src["final_norm.b"] = Source("model.decoder.final_layer_norm.bias")
+    src["unembed.W_U"] = head_source(spec, "model.decoder.embed_tokens.weight", "lm_head.weight")
+    return src

@@ -1,0 +1,25 @@
+"""Phi-3: Llama-like with fused qkv_proj = [q; k; v] and gate_up_proj = [gate; up]."""
+
+from tracer.arch.canonical import rows_transposed
+from tracer.arch.llama import llama_spec, llama_weights
+
+
+def spec_from_config(cfg: dict):
+    n_layers = int(cfg.get("num_hidden_layers", 0))
+    window = cfg.get("sliding_window")
+    return llama_spec(cfg, "phi3", sliding_window=(int(window) if window else None,) * n_layers)
+
+
+def weight_sources(spec):
+    src = llama_weights(spec)
+    q, kv, f = spec.n_heads * spec.d_head, spec.n_kv_heads * spec.d_head, spec.d_ff
+    for i in range(spec.n_layers):
+        hf, p = f"model.layers.{i}.", f"blocks.{i}."
+        qkv = hf + "self_attn.qkv_proj.weight"
+        src[p + "attn.W_q"] = rows_transposed(qkv, 0, q)
+        src[p + "attn.W_k"] = rows_transposed(qkv, q, q + kv)
+        src[p + "attn.W_v"] = rows_transposed(qkv, q + kv, q + 2 * kv)
+        gate_up = hf + "mlp.gate_up_proj.weight"
+        src[p + "mlp.W_in"] = rows_transposed(gate_up, 0, f)
+        src[p + "mlp.W_up"] = rows_transposed(gate_up, f, 2 * f)
+    return src

@@ -1,0 +1,1 @@
+"""Reading checkpoint folders: config, safetensors weights, tokenizer. No pickle, ever."""

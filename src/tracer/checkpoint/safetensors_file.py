@@ -1,0 +1,143 @@
+"""A strict, memory-mapped safetensors reader that also reads bfloat16.
+
+The `safetensors` NumPy loader cannot return bf16 and reads tensors into fresh
+buffers. Here the file is memory-mapped once and each tensor is a view into it;
+bf16 is widened to float32 bit-exactly (a bf16 is the top half of a float32).
+Every header field is checked against the file, so a truncated or lying file
+is a clear error instead of garbage numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tracer.errors import TracerError
+
+_DTYPES: dict[str, np.dtype] = {
+    "F64": np.dtype("<f8"),
+    "F32": np.dtype("<f4"),
+    "F16": np.dtype("<f2"),
+    "BF16": np.dtype("<u2"),  # raw bits, widened in `widen`
+    "I64": np.dtype("<i8"),
+    "I32": np.dtype("<i4"),
+    "I16": np.dtype("<i2"),
+    "I8": np.dtype("i1"),
+    "U8": np.dtype("u1"),
+    "BOOL": np.dtype("?"),
+}
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    name: str
+    dtype: str  # safetensors dtype code, e.g. "BF16"
+    shape: tuple[int, ...]
+    begin: int  # absolute byte offset in the file
+    end: int
+
+
+class SafetensorsFile:
+    """One .safetensors file: its header, metadata and lazily mapped tensors."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.entries, self.metadata = _read_header(self.path)
+        self._map: np.memmap | None = None
+
+    def keys(self) -> list[str]:
+        return list(self.entries)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.entries
+
+    def raw(self, name: str) -> np.ndarray:
+        """The stored array as a read-only view of the file (bf16 as uint16 bits)."""
+        e = self.entries[name]
+        if e.end == e.begin:
+            return np.zeros(e.shape, dtype=_DTYPES[e.dtype])
+        if self._map is None:
+            self._map = np.memmap(self.path, dtype=np.uint8, mode="r")
+        return self._map[e.begin : e.end].view(_DTYPES[e.dtype]).reshape(e.shape)
+
+    def array(self, name: str) -> np.ndarray:
+        """The tensor with floats widened: bf16 and f16 become float32, others stay as stored."""
+        return widen(self.raw(name), self.entries[name].dtype)
+
+
+def widen(raw: np.ndarray, st_dtype: str) -> np.ndarray:
+    if st_dtype == "BF16":
+        return (raw.astype(np.uint32) << 16).view(np.float32)  # exact: bf16 is a truncated f32
+    if st_dtype == "F16":
+        return raw.astype(np.float32)  # exact
+    return raw
+
+
+def _read_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str]]:
+    if not path.is_file():
+        raise TracerError(f"{path}: no such file")
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise TracerError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
+        (n,) = struct.unpack("<Q", head)
+        if n > _MAX_HEADER or 8 + n > size:
+            raise TracerError(
+                f"{path}: corrupt safetensors header: it claims {n} header bytes but the file has {size} bytes",
+                hint="the file is truncated or not safetensors",
+            )
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise TracerError(f"{path}: corrupt safetensors header: not valid JSON ({exc.__class__.__name__})") from None
+    if not isinstance(header, dict):
+        raise TracerError(f"{path}: corrupt safetensors header: not a JSON object")
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict):
+        raise TracerError(f"{path}: corrupt safetensors header: __metadata__ is not an object")
+    data_start = 8 + n
+    entries: dict[str, TensorEntry] = {}
+    for name, info in header.items():
+        entries[name] = _entry(path, name, info, data_start, size)
+    _check_no_overlap(path, entries)
+    return entries, {str(k): str(v) for k, v in metadata.items()}
+
+
+def _entry(path: Path, name: str, info: object, data_start: int, size: int) -> TensorEntry:
+    try:
+        dtype, shape, (begin, end) = info["dtype"], tuple(int(s) for s in info["shape"]), info["data_offsets"]
+        begin, end = int(begin), int(end)
+    except (TypeError, KeyError, ValueError):
+        raise TracerError(f"{path}: corrupt safetensors header: bad entry for tensor {name!r}") from None
+    if dtype not in _DTYPES:
+        raise TracerError(
+            f"{path}: tensor {name!r} has dtype {dtype}, which tracer does not read",
+            hint="supported: " + ", ".join(_DTYPES),
+        )
+    if any(s < 0 for s in shape):
+        raise TracerError(f"{path}: corrupt safetensors header: negative dimension in {name!r}")
+    nbytes = math.prod(shape) * _DTYPES[dtype].itemsize
+    if begin < 0 or end < begin or end - begin != nbytes:
+        raise TracerError(
+            f"{path}: corrupt safetensors header: tensor {name!r} {dtype}{list(shape)} needs {nbytes} bytes "
+            f"but its offsets [{begin}, {end}] give {end - begin}"
+        )
+    if data_start + end > size:
+        raise TracerError(
+            f"{path}: truncated: tensor {name!r} ends at byte {data_start + end} but the file has {size} bytes"
+        )
+    return TensorEntry(name, dtype, shape, data_start + begin, data_start + end)
+
+
+def _check_no_overlap(path: Path, entries: dict[str, TensorEntry]) -> None:
+    spans = sorted((e.begin, e.end, e.name) for e in entries.values() if e.end > e.begin)
+    for (b0, e0, n0), (b1, _e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise TracerError(f"{path}: corrupt safetensors header: tensors {n0!r} and {n1!r} overlap")

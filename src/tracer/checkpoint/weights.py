@@ -1,0 +1,88 @@
+"""The weight files of a checkpoint folder: one safetensors file or a sharded set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tracer.checkpoint.safetensors_file import SafetensorsFile
+from tracer.errors import TracerError
+
+_PICKLE_NAMES = ("pytorch_model.bin", "model.bin", "model.pt", "model.pth", "pytorch_model.bin.index.json")
+
+
+class WeightFiles:
+    """Name -> tensor over every safetensors file of a folder, memory-mapped."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.files = _open_files(folder)
+        self._where: dict[str, SafetensorsFile] = {}
+        for f in self.files:
+            for name in f.keys():
+                self._where[name] = f
+
+    def names(self) -> list[str]:
+        return list(self._where)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._where
+
+    def get(self, name: str) -> np.ndarray:
+        """The tensor, floats widened to float32 (bf16 bit-exactly); a view of the file when stored as float32."""
+        f = self._where.get(name)
+        if f is None:
+            raise TracerError(f"{self.folder}: weight {name!r} is missing from the safetensors files")
+        return f.array(name)
+
+    def storage_dtype(self, name: str) -> str:
+        return self._where[name].entries[name].dtype
+
+    def storage_dtypes(self) -> dict[str, int]:
+        """How many tensors are stored in each dtype, e.g. {"BF16": 20}."""
+        counts: dict[str, int] = {}
+        for name, f in self._where.items():
+            d = f.entries[name].dtype
+            counts[d] = counts.get(d, 0) + 1
+        return counts
+
+
+def _open_files(folder: Path) -> list[SafetensorsFile]:
+    index = folder / "model.safetensors.index.json"
+    single = folder / "model.safetensors"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+            shards = sorted(set(weight_map.values()))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+            raise TracerError(f"{index}: not a valid safetensors index (needs a weight_map object)") from None
+        missing = [s for s in shards if not (folder / s).is_file()]
+        if missing:
+            raise TracerError(f"{folder}: shard {missing[0]} named in model.safetensors.index.json is missing")
+        files = [SafetensorsFile(folder / s) for s in shards]
+        _check_index(index, weight_map, files)
+        return files
+    if single.is_file():
+        return [SafetensorsFile(single)]
+    others = sorted(folder.glob("*.safetensors"))
+    if others:
+        return [SafetensorsFile(p) for p in others]
+    pickles = [n for n in _PICKLE_NAMES if (folder / n).is_file()] + [p.name for p in folder.glob("*.pt")]
+    if pickles:
+        raise TracerError(
+            f"{folder}: only a pickle checkpoint ({pickles[0]}); tracer never unpickles files",
+            hint="convert it once in a trusted environment: "
+            "AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir) writes model.safetensors",
+        )
+    if not folder.is_dir():
+        raise TracerError(f"{folder}: no such checkpoint folder")
+    raise TracerError(f"{folder}: no model.safetensors (nor a sharded set with model.safetensors.index.json)")
+
+
+def _check_index(index: Path, weight_map: dict, files: list[SafetensorsFile]) -> None:
+    by_name = {f.path.name: f for f in files}
+    for name, shard in weight_map.items():
+        if name not in by_name[shard]:
+            raise TracerError(f"{index}: says {name!r} is in {shard}, but that shard does not hold it")

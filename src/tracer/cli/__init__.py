@@ -1,0 +1,1 @@
+"""Thin typer commands wiring the layers together."""

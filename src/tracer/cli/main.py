@@ -1,0 +1,60 @@
+"""The `tracer` command: each subcommand lives in its own module and registers itself here."""
+
+from __future__ import annotations
+
+import typer
+
+from tracer import __version__
+
+app = typer.Typer(
+    name="tracer",
+    help=(
+        "See how a transformer turns text into a next-token distribution, one step at a time, in NumPy.\n\n"
+        "Examples:\n\n"
+        "  tracer run \"春天来\"                      # the shipped model, the whole story\n\n"
+        "  tracer run \"Hello\" --model DIR --save t.safetensors\n\n"
+        "  tracer diff ref.safetensors mine.safetensors\n\n"
+        "  tracer mask --convention torch-mha-bool --mask \"[[0,1],[0,0]]@bool\" --scores 1,1,2,2"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool):
+    if value:
+        print(f"tracer {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+):
+    """tracer: a transformer's forward pass, step by step."""
+
+
+def _register_commands() -> None:
+    import importlib
+
+    for module in ("run_cmd", "diff_cmd", "mask_cmd", "capture_cmd", "steps_cmd"):
+        try:
+            mod = importlib.import_module(f"tracer.cli.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"tracer.cli.{module}":
+                raise
+            continue
+        mod.register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The forward pass as small pure NumPy functions. Knows nothing of rich, files or the command line."""

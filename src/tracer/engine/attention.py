@@ -1,0 +1,71 @@
+"""Self-attention: project, split heads, rotate, score, mask, softmax, mix values, merge, project."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracer.arch.spec import Spec
+from tracer.engine.ops import linear, softmax
+from tracer.engine.rope import apply_rotary
+
+_BHPD = ("batch", "heads", "pos", "d_head")
+_BKPD = ("batch", "kv_heads", "pos", "d_head")
+_BHQK = ("batch", "heads", "q_len", "kv_len")
+
+
+def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
+    b, t, _ = x.shape
+    return x.reshape(b, t, n_heads, -1).transpose(0, 2, 1, 3)  # [b, t, h*d] -> [b, h, t, d]
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    b, h, t, d = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, t, h * d)  # [b, h, t, d] -> [b, t, h*d]
+
+
+def grouped_scores(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
+    """q.k^T * scale; each kv head serves `group` query heads, without copying K."""
+    b, h, tq, d = q.shape
+    kv = k.shape[1]
+    qg = q.reshape(b, kv, h // kv, tq, d)  # [b, kv, group, q, d]
+    s = qg @ k[:, :, None].swapaxes(-1, -2)  # [b, kv, group, q, d] @ [b, kv, 1, d, k] -> [b, kv, group, q, k]
+    s *= scale
+    return s.reshape(b, h, tq, k.shape[2])  # [b, heads, q, k]
+
+
+def grouped_mix(w: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """weights @ v with kv heads shared across their query-head group."""
+    b, h, tq, tk = w.shape
+    kv = v.shape[1]
+    z = w.reshape(b, kv, h // kv, tq, tk) @ v[:, :, None]  # [b, kv, group, q, k] @ [b, kv, 1, k, d]
+    return z.reshape(b, h, tq, v.shape[-1])  # [b, heads, q, d]
+
+
+def attention(
+    x: np.ndarray,  # [batch, pos, d_model] (already normed)
+    W: dict,
+    p: str,  # "blocks.{i}."
+    spec: Spec,
+    keep: np.ndarray,  # bool, broadcastable to [batch, heads, q, kv]
+    bias: np.ndarray | None,  # additive, broadcastable to scores, or None
+    rope: tuple[np.ndarray, np.ndarray] | None,  # cos, sin [batch, 1, pos, rotary_dim]
+    rec,
+) -> np.ndarray:
+    q = rec(p + "attn.q", split_heads(linear(x, W[p + "attn.W_q"], W.get(p + "attn.b_q")), spec.n_heads), _BHPD, "x @ W_q + b_q, split into heads")
+    k = rec(p + "attn.k", split_heads(linear(x, W[p + "attn.W_k"], W.get(p + "attn.b_k")), spec.n_kv_heads), _BKPD, "x @ W_k + b_k, split into kv heads")
+    v = rec(p + "attn.v", split_heads(linear(x, W[p + "attn.W_v"], W.get(p + "attn.b_v")), spec.n_kv_heads), _BKPD, "x @ W_v + b_v, split into kv heads")
+    if rope is not None:
+        cos, sin = rope
+        q = rec(p + "attn.q_rot", apply_rotary(q, cos, sin), _BHPD, f"rotate first {cos.shape[-1]} dims by position")
+        k = rec(p + "attn.k_rot", apply_rotary(k, cos, sin), _BKPD, f"rotate first {cos.shape[-1]} dims by position")
+    group = spec.group_size
+    share = f", each kv head shared by {group} query heads" if group > 1 else ""
+    scale_txt = "1/sqrt(d_head)" if spec.attn_scale is None else f"{spec.scale:g}"
+    scores = rec(p + "attn.scores", grouped_scores(q, k, spec.scale), _BHQK, f"q @ k^T * {scale_txt}{share}")
+    rec(p + "attn.mask", keep, _BHQK, "keep-mask (True = attend)")
+    shown = scores if bias is None else scores + bias
+    masked = rec(p + "attn.masked_scores", np.where(keep, shown, -np.inf).astype(scores.dtype, copy=False), _BHQK,
+                 "blocked -> -inf" if bias is None else "+ mask bias, blocked -> -inf")
+    weights = rec(p + "attn.weights", softmax(masked), _BHQK, "softmax over keys (fully masked rows -> 0)")
+    z = rec(p + "attn.z", grouped_mix(weights, v), ("batch", "heads", "q_len", "d_head"), f"weights @ v{share}")
+    return linear(merge_heads(z), W[p + "attn.W_o"], W.get(p + "attn.b_o"))  # [batch, pos, d_model]

@@ -1,0 +1,84 @@
+"""Elementwise and normalisation steps, one function per piece of math.
+
+Constants are Python floats on purpose: a NumPy float64 scalar would silently
+promote float32 arrays to float64 (NumPy 2 promotion) and triple the cost.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """x @ w + b with w stored [in, out]."""
+    y = x @ w  # [..., in] @ [in, out] -> [..., out]
+    if b is not None:
+        y += b
+    return y
+
+
+def layer_norm(x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, eps: float) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)  # [..., 1]
+    centred = x - mean
+    var = np.mean(centred * centred, axis=-1, keepdims=True)  # biased variance, as torch
+    y = centred / np.sqrt(var + eps)
+    if w is not None:
+        y *= w
+    if b is not None:
+        y += b
+    return y
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray, eps: float, offset: float = 0.0) -> np.ndarray:
+    """x / rms(x) * (offset + w); offset 1 is Gemma's `x * (1 + w)`."""
+    ms = np.mean(x * x, axis=-1, keepdims=True)  # [..., 1]
+    y = x / np.sqrt(ms + eps)
+    return y * (w + offset) if offset else y * w
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation (GPT-2's gelu_new, Gemma's gelu_pytorch_tanh)."""
+    c = math.sqrt(2.0 / math.pi)
+    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * (x * x * x))))
+
+
+def gelu_erf(x: np.ndarray) -> np.ndarray:
+    """GELU with the exact error function: 0.5 x (1 + erf(x / sqrt 2))."""
+    return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0.0)
+
+
+ACTIVATIONS = {"gelu_tanh": gelu_tanh, "gelu": gelu_erf, "silu": silu, "relu": relu}
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Vectorised erf. float64: math.erf per element (exact to an ulp). float32: a
+    rational approximation with max abs error 1.2e-7 (Numerical Recipes erfc), below float32 resolution."""
+    if x.dtype == np.float64:
+        return _erf_exact(x).astype(np.float64)
+    t = 1.0 / (1.0 + 0.5 * np.abs(x))
+    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (
+        0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    erfc = t * np.exp(-x * x + poly)
+    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype, copy=False)
+
+
+_erf_exact = np.frompyfunc(math.erf, 1, 1)
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Stable softmax; a row that is entirely -inf (fully masked) gives zeros, not NaN."""
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0).astype(x.dtype, copy=False)
+    e = np.exp(x - m)
+    s = np.sum(e, axis=axis, keepdims=True)
+    return e / np.where(s > 0, s, 1.0).astype(x.dtype, copy=False)

@@ -1,0 +1,1 @@
+"""Attention masks: the ones the engine builds, and (mask lab) other frameworks' conventions."""

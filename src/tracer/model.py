@@ -1,0 +1,175 @@
+"""A loaded checkpoint: Spec, canonical weights in the compute dtype, tokenizer; `run` gives a Trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from tracer import __version__
+from tracer.arch.canonical import Source, expected_shapes
+from tracer.arch.hf_names import hf_module
+from tracer.arch.registry import adapter_for
+from tracer.arch.spec import Spec
+from tracer.batch import Batch, check_length, pad_rows, rows_from_ids, rows_from_text
+from tracer.checkpoint.config import read_config
+from tracer.checkpoint.tokenizer import Tokenizer
+from tracer.checkpoint.weights import WeightFiles
+from tracer.engine.forward import MaskOverride, forward, layer_masks
+from tracer.errors import TracerError
+from tracer.trace import Recorder, Trace
+
+DTYPES = {"float32": np.float32, "float64": np.float64}
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+class Model:
+    def __init__(self, folder: Path, cfg: dict, config_sha256: str, spec: Spec, weights: dict, files: WeightFiles,
+                 tokenizer: Tokenizer | None, dtype: str):
+        self.folder, self.config, self.config_sha256 = folder, cfg, config_sha256
+        self.spec, self.weights, self.files, self.tokenizer, self.dtype = spec, weights, files, tokenizer, dtype
+
+    @property
+    def family(self) -> str:
+        return self.spec.family
+
+    @property
+    def n_params(self) -> int:
+        seen, total = set(), 0
+        for name in self.files.names():
+            if name not in seen and self.files.storage_dtype(name) in ("F32", "F16", "BF16", "F64"):
+                seen.add(name)
+                total += int(np.prod(self.files._where[name].entries[name].shape))
+        return total
+
+    @property
+    def max_positions(self) -> int | None:
+        return self.spec.max_positions or self.spec.extras.get("max_position_embeddings")
+
+    def batch(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | None = None,
+              pad_side: str = "right", special_tokens: bool = True) -> Batch:
+        if (text is None) == (ids is None):
+            raise TracerError("give either text or token ids (not both, not neither)")
+        if text is not None:
+            rows, prompts = rows_from_text([text] if isinstance(text, str) else list(text), self.tokenizer, special_tokens)
+        else:
+            rows, prompts = rows_from_ids([list(r) for r in ids], self.tokenizer, self.spec.vocab_size), [None] * len(ids)
+        too_big = [t["id"] for r in rows for t in r if t["id"] >= self.spec.vocab_size]
+        if too_big:
+            raise TracerError(f"the tokenizer gave id {too_big[0]}, outside the model's vocabulary of {self.spec.vocab_size}")
+        check_length(rows, self.max_positions)
+        inputs, tokens = pad_rows(rows, self._pad_id(), pad_side)
+        return Batch(inputs, tokens, list(prompts))
+
+    def run(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | None = None,
+            keep: Sequence[str] = ("*",), pad_side: str = "right", special_tokens: bool = True,
+            mask_override: MaskOverride | None = None) -> Trace:
+        b = self.batch(text, ids, pad_side, special_tokens)
+        override = self._checked_override(mask_override, b) if mask_override is not None else None
+        rec = Recorder(keep, hf_module=lambda name: hf_module(self.family, name))
+        with np.errstate(over="ignore", under="ignore"):
+            forward(b.inputs, self.weights, self.spec, rec, override)
+        meta = {
+            "tracer_version": __version__,
+            "model": {"name": self.folder.name, "family": self.family, "config_sha256": self.config_sha256,
+                      "spec": self.spec.to_dict(), "n_params": self.n_params, "storage_dtypes": self.files.storage_dtypes()},
+            "dtype": self.dtype,
+            "prompts": b.prompts,
+            "tokens": b.tokens,
+            "pad_side": pad_side,
+            "special_tokens": special_tokens,
+            "mask": self._mask_meta(b, override),
+            "keep": list(keep),
+        }
+        return Trace(rec.steps, meta)
+
+    def _pad_id(self) -> int:
+        pad = self.config.get("pad_token_id")
+        if isinstance(pad, int) and 0 <= pad < self.spec.vocab_size:
+            return pad
+        return 0
+
+    def _checked_override(self, m: MaskOverride, b: Batch) -> MaskOverride:
+        bsz, q = b.inputs.ids.shape
+        target = (bsz, self.spec.n_heads, q, q)
+        for name, arr in (("mask", m.keep), ("mask bias", m.bias)):
+            if arr is None:
+                continue
+            if arr.ndim != 4 or any(s not in (1, t) for s, t in zip(arr.shape, target)):
+                raise TracerError(f"the {name} has shape {tuple(arr.shape)}, which does not land on the scores "
+                                  f"[batch={bsz}, heads={target[1]}, q_len={q}, kv_len={q}]")
+        dtype = self.weights["embed.W_E"].dtype
+        bias = None if m.bias is None else m.bias.astype(dtype)
+        return MaskOverride(m.keep.astype(bool), bias, m.note)
+
+    def _mask_meta(self, b: Batch, override: MaskOverride | None) -> dict:
+        layers = {str(i): self.spec.window(i) for i in range(self.spec.n_layers)}
+        if override is not None:
+            keep = np.broadcast_to(override.keep, (b.inputs.ids.shape[0], override.keep.shape[1]) + override.keep.shape[2:])
+            return {"source": "override", "note": override.note, "windows": layers, "fully_masked": _fully_masked(keep)}
+        parts = layer_masks(b.inputs, self.spec)
+        return {
+            "source": "built",
+            "causal": self.spec.causal,
+            "windows": layers,
+            "padding": bool((b.inputs.attention_mask == 0).any()),
+            "fully_masked": {str(w): _fully_masked(p.keep) for w, p in parts.items()},
+        }
+
+
+def _fully_masked(keep: np.ndarray) -> list[list[int]]:
+    """[[batch, head, query], ...] rows with no key to attend to (their weights are all zero)."""
+    rows = ~keep.any(axis=-1)  # [batch, heads, q]
+    return [list(map(int, idx)) for idx in np.argwhere(rows)]
+
+
+def load_model(path: str | Path, dtype: str = "float32") -> Model:
+    folder = Path(path)
+    if dtype not in DTYPES:
+        raise TracerError(f"dtype {dtype!r} is not supported", hint="use float32 or float64")
+    if folder.is_file():
+        if folder.suffix in _PICKLE_SUFFIXES:
+            raise TracerError(f"{folder}: a pickle checkpoint; tracer never unpickles files",
+                              hint="convert it once in a trusted environment with save_pretrained(), which writes safetensors")
+        raise TracerError(f"{folder}: expected a checkpoint folder (config.json, *.safetensors, tokenizer.json), got a file")
+    if not folder.is_dir():
+        raise TracerError(f"{folder}: no such checkpoint folder")
+    cfg, sha = read_config(folder)
+    adapter = adapter_for(cfg)
+    spec = adapter.spec_from_config(cfg)
+    files = WeightFiles(folder)
+    weights = load_weights(files, adapter.weight_sources(spec), spec, DTYPES[dtype])
+    tok_path = folder / "tokenizer.json"
+    tokenizer = Tokenizer(tok_path) if tok_path.is_file() else None
+    return Model(folder, cfg, sha, spec, weights, files, tokenizer, dtype)
+
+
+def load_weights(files: WeightFiles, sources: dict[str, Source], spec: Spec, dtype) -> dict[str, np.ndarray]:
+    """Canonical name -> array [in, out] in the compute dtype; float32 files stay memory-mapped views."""
+    weights = {}
+    for name, shape in expected_shapes(spec).items():
+        src = sources[name]
+        hf_name = _resolve(files, src.hf_name)
+        raw = files.get(hf_name)
+        try:
+            arr = src.transform(raw)
+        except ValueError:
+            arr = None
+        if arr is None or tuple(arr.shape) != shape:
+            raise TracerError(
+                f"config.json disagrees with the weights: {hf_name} has shape {list(raw.shape)}, "
+                f"but the config implies {list(shape)} for {name}"
+            )
+        weights[name] = arr if arr.dtype == dtype else arr.astype(dtype)
+    return weights
+
+
+def _resolve(files: WeightFiles, hf_name: str) -> str:
+    """The name as stored: checkpoints saved from a base model lack the `transformer.`/`model.` prefix."""
+    if hf_name in files:
+        return hf_name
+    short = hf_name.split(".", 1)[1]
+    if short in files:
+        return short
+    raise TracerError(f"{files.folder}: weight {hf_name!r} is missing from the safetensors files")

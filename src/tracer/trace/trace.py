@@ -1,0 +1,158 @@
+"""Trace and Step: the in-memory record of one run, and its file form.
+
+File form: one .safetensors file. Every kept tensor is stored under its step
+name; `__metadata__["tracer"]` holds JSON with the format version, the model,
+the prompts and tokens, and per step its axes, op, HF module and statistics
+(also for steps whose tensor was not kept). A file written by anyone else
+(for example `safetensors.torch.save_file` over a port's activations) loads
+too: its steps are its tensors, in header order, with no metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tracer.errors import TracerError
+from tracer.trace.stats import tensor_stats
+
+FORMAT = "tracer-trace"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Step:
+    name: str
+    axes: tuple[str, ...]
+    op: str
+    hf_module: str | None
+    shape: tuple[int, ...]
+    dtype: str
+    stats: dict[str, float]
+    array: np.ndarray | None = None  # None when only statistics were kept
+
+    @property
+    def kept(self) -> bool:
+        return self.array is not None
+
+    def describe(self) -> dict:
+        """JSON-ready description (no array)."""
+        return {
+            "name": self.name,
+            "axes": list(self.axes),
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "op": self.op,
+            "hf_module": self.hf_module,
+            "kept": self.kept,
+            "stats": self.stats,
+        }
+
+
+@dataclass
+class Trace:
+    steps: list[Step]
+    meta: dict = field(default_factory=dict)
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.steps]
+
+    def step(self, name: str) -> Step:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def __contains__(self, name: str) -> bool:
+        return any(s.name == name for s in self.steps)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        s = self.step(name)
+        if s.array is None:
+            raise KeyError(f"{name} was recorded as statistics only (widen --keep to keep it)")
+        return s.array
+
+    # ---------- file form ----------
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically: on any failure no partial file is left behind."""
+        path = Path(path)
+        meta = dict(self.meta)
+        meta["format"] = FORMAT
+        meta["format_version"] = FORMAT_VERSION
+        meta["steps"] = [s.describe() for s in self.steps]
+        tensors = {s.name: s.array for s in self.steps if s.array is not None}
+        header_meta = {"tracer": json.dumps(meta, sort_keys=True, ensure_ascii=False, separators=(",", ":"))}
+        write_safetensors(path, tensors, header_meta)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trace":
+        from tracer.checkpoint.safetensors_file import SafetensorsFile
+
+        f = SafetensorsFile(path)
+        raw = f.metadata.get("tracer")
+        if raw is None:
+            steps = []
+            for name in f.keys():
+                a = f.array(name)
+                axes = tuple(f"dim{i}" for i in range(a.ndim))
+                steps.append(Step(name, axes, "", None, tuple(a.shape), str(a.dtype), tensor_stats(a), a))
+            return cls(steps, {"format": "foreign", "source": Path(path).name})
+        try:
+            meta = json.loads(raw)
+            described = meta.pop("steps")
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise TracerError(f"{path}: trace metadata is not valid tracer JSON") from None
+        steps = []
+        for d in described:
+            arr = f.array(d["name"]) if d["name"] in f else None
+            steps.append(
+                Step(d["name"], tuple(d["axes"]), d["op"], d.get("hf_module"), tuple(d["shape"]), d["dtype"], d["stats"], arr)
+            )
+        return cls(steps, meta)
+
+
+_ST_CODES = {
+    np.dtype("float64"): "F64",
+    np.dtype("float32"): "F32",
+    np.dtype("float16"): "F16",
+    np.dtype("int64"): "I64",
+    np.dtype("int32"): "I32",
+    np.dtype("int8"): "I8",
+    np.dtype("uint8"): "U8",
+    np.dtype("bool"): "BOOL",
+}
+
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
+    """A deterministic safetensors writer: sorted names, 8-byte aligned header, no timestamps."""
+    header: dict[str, object] = {"__metadata__": metadata}
+    offset = 0
+    order = sorted(tensors)
+    for name in order:
+        a = tensors[name]
+        code = _ST_CODES.get(a.dtype)
+        if code is None:
+            raise TracerError(f"cannot save step {name!r}: dtype {a.dtype} has no safetensors code")
+        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    blob = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    blob += b" " * (-len(blob) % 8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(len(blob).to_bytes(8, "little"))
+            out.write(blob)
+            for name in order:
+                out.write(np.ascontiguousarray(tensors[name]).astype(tensors[name].dtype.newbyteorder("<"), copy=False).tobytes())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
