@@ -78,7 +78,10 @@ _erf_exact = np.frompyfunc(math.erf, 1, 1)
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """Stable softmax; a row that is entirely -inf (fully masked) gives zeros, not NaN."""
     m = np.max(x, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0).astype(x.dtype, copy=False)
-    e = np.exp(x - m)
+    m[~np.isfinite(m)] = 0.0
+    e = np.subtract(x, m)  # one temporary, reused in place below
+    np.exp(e, out=e)
     s = np.sum(e, axis=axis, keepdims=True)
-    return e / np.where(s > 0, s, 1.0).astype(x.dtype, copy=False)
+    s[s == 0] = 1.0
+    e /= s
+    return e

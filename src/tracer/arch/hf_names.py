@@ -1,0 +1,192 @@
+"""Where each tracer step lives in a transformers model (transformers 5.x module tree, pure data).
+
+For every family: step-name template -> (module path template, take), in
+execution order. `take` says how the value comes out of that module during
+the forward pass:
+
+    "output"          the module's return value (first element if it is a tuple)
+    "output[1]"       second element of the returned tuple (attention weights)
+    "input[0]"        first positional input (or `hidden_states=` when passed by keyword)
+    "kwarg:NAME"      keyword argument NAME of the call (the additive attention mask)
+    "split:q|k|v"     one third of a fused q/k/v projection's output; the layout is
+                      the family's FUSED_QKV entry
+    "split:gate|up"   one half of a fused gate/up projection's output, [gate; up]
+
+The tensor comes out as [batch, pos, features] (OPT flattens its MLP to
+[batch*pos, features]); q/k/v and attn.z are split into heads to become
+[batch, heads, pos, d_head]. `blocks.{i}.resid_post` of the last block and
+`final_norm.out` are distinct here: transformers' last `hidden_states` entry is
+after the final norm.
+
+Steps computed inside a function rather than a module (q_rot/k_rot, scores,
+masked_scores, probs) have no entry; `hf_module` gives None for them.
+
+Kept free of torch so the engine and `tracer diff --names hf` can use it.
+"""
+
+from __future__ import annotations
+
+import re
+
+Source = tuple[str, str]  # (module path template, take)
+
+# How a fused q/k/v output is laid out on its last axis.
+#   "blocks":     [q (heads*d) ; k (kv_heads*d) ; v (kv_heads*d)]    gpt2 c_attn, phi3 qkv_proj
+#   "per_head":   [h0: q k v, h1: q k v, ...], each d_head wide       gpt_neox query_key_value
+FUSED_QKV: dict[str, str] = {"gpt2": "blocks", "phi3": "blocks", "gpt_neox": "per_head"}
+
+# Steps that exist only under a config condition: (family, template) -> (config field, required value).
+CONDITIONS: dict[tuple[str, str], tuple[str, object]] = {
+    ("gpt_neox", "blocks.{i}.resid_mid"): ("use_parallel_residual", False),
+}
+
+
+def _llama_like(*, fused_qkv: bool = False, fused_gate_up: bool = False, embed_tokens: bool = True) -> dict[str, Source]:
+    layer = "model.layers.{i}"
+    names: dict[str, Source] = {}
+    if embed_tokens:  # gemma's embedding module already multiplies by sqrt(d_model): no raw lookup to hook
+        names["embed.tokens"] = ("model.embed_tokens", "output")
+    names["embed.out"] = ("model.embed_tokens", "output")
+    names["blocks.{i}.ln1.out"] = (f"{layer}.input_layernorm", "output")
+    for part in ("q", "k", "v"):
+        if fused_qkv:
+            names[f"blocks.{{i}}.attn.{part}"] = (f"{layer}.self_attn.qkv_proj", f"split:{part}")
+        else:
+            names[f"blocks.{{i}}.attn.{part}"] = (f"{layer}.self_attn.{part}_proj", "output")
+    names["blocks.{i}.attn.mask"] = (f"{layer}.self_attn", "kwarg:attention_mask")
+    names["blocks.{i}.attn.weights"] = (f"{layer}.self_attn", "output[1]")
+    names["blocks.{i}.attn.z"] = (f"{layer}.self_attn.o_proj", "input[0]")
+    names["blocks.{i}.attn.out"] = (f"{layer}.self_attn", "output")
+    names["blocks.{i}.resid_mid"] = (f"{layer}.post_attention_layernorm", "input[0]")
+    names["blocks.{i}.ln2.out"] = (f"{layer}.post_attention_layernorm", "output")
+    if fused_gate_up:
+        names["blocks.{i}.mlp.pre"] = (f"{layer}.mlp.gate_up_proj", "split:gate")
+        names["blocks.{i}.mlp.up"] = (f"{layer}.mlp.gate_up_proj", "split:up")
+    else:
+        names["blocks.{i}.mlp.pre"] = (f"{layer}.mlp.gate_proj", "output")
+        names["blocks.{i}.mlp.up"] = (f"{layer}.mlp.up_proj", "output")
+    names["blocks.{i}.mlp.post"] = (f"{layer}.mlp.down_proj", "input[0]")
+    names["blocks.{i}.mlp.out"] = (f"{layer}.mlp", "output")
+    names["blocks.{i}.resid_post"] = (layer, "output")
+    names["final_norm.out"] = ("model.norm", "output")
+    names["logits"] = ("lm_head", "output")
+    return names
+
+
+_GPT2: dict[str, Source] = {
+    "embed.tokens": ("transformer.wte", "output"),
+    "embed.positions": ("transformer.wpe", "output"),
+    "embed.out": ("transformer.drop", "output"),
+    "blocks.{i}.ln1.out": ("transformer.h.{i}.ln_1", "output"),
+    "blocks.{i}.attn.q": ("transformer.h.{i}.attn.c_attn", "split:q"),
+    "blocks.{i}.attn.k": ("transformer.h.{i}.attn.c_attn", "split:k"),
+    "blocks.{i}.attn.v": ("transformer.h.{i}.attn.c_attn", "split:v"),
+    "blocks.{i}.attn.mask": ("transformer.h.{i}.attn", "kwarg:attention_mask"),
+    "blocks.{i}.attn.weights": ("transformer.h.{i}.attn", "output[1]"),
+    "blocks.{i}.attn.z": ("transformer.h.{i}.attn.c_proj", "input[0]"),
+    "blocks.{i}.attn.out": ("transformer.h.{i}.attn", "output"),
+    "blocks.{i}.resid_mid": ("transformer.h.{i}.ln_2", "input[0]"),
+    "blocks.{i}.ln2.out": ("transformer.h.{i}.ln_2", "output"),
+    "blocks.{i}.mlp.pre": ("transformer.h.{i}.mlp.c_fc", "output"),
+    "blocks.{i}.mlp.post": ("transformer.h.{i}.mlp.c_proj", "input[0]"),
+    "blocks.{i}.mlp.out": ("transformer.h.{i}.mlp", "output"),
+    "blocks.{i}.resid_post": ("transformer.h.{i}", "output"),
+    "final_norm.out": ("transformer.ln_f", "output"),
+    "logits": ("lm_head", "output"),
+}
+
+_GPT_NEOX: dict[str, Source] = {
+    "embed.tokens": ("gpt_neox.embed_in", "output"),
+    "embed.out": ("gpt_neox.emb_dropout", "output"),
+    "blocks.{i}.ln1.out": ("gpt_neox.layers.{i}.input_layernorm", "output"),
+    "blocks.{i}.attn.q": ("gpt_neox.layers.{i}.attention.query_key_value", "split:q"),
+    "blocks.{i}.attn.k": ("gpt_neox.layers.{i}.attention.query_key_value", "split:k"),
+    "blocks.{i}.attn.v": ("gpt_neox.layers.{i}.attention.query_key_value", "split:v"),
+    "blocks.{i}.attn.mask": ("gpt_neox.layers.{i}.attention", "kwarg:attention_mask"),
+    "blocks.{i}.attn.weights": ("gpt_neox.layers.{i}.attention", "output[1]"),
+    "blocks.{i}.attn.z": ("gpt_neox.layers.{i}.attention.dense", "input[0]"),
+    "blocks.{i}.attn.out": ("gpt_neox.layers.{i}.attention", "output"),
+    # only with use_parallel_residual=False (see CONDITIONS); in the parallel block ln2 reads the block input
+    "blocks.{i}.resid_mid": ("gpt_neox.layers.{i}.post_attention_layernorm", "input[0]"),
+    "blocks.{i}.ln2.out": ("gpt_neox.layers.{i}.post_attention_layernorm", "output"),
+    "blocks.{i}.mlp.pre": ("gpt_neox.layers.{i}.mlp.dense_h_to_4h", "output"),
+    "blocks.{i}.mlp.post": ("gpt_neox.layers.{i}.mlp.dense_4h_to_h", "input[0]"),
+    "blocks.{i}.mlp.out": ("gpt_neox.layers.{i}.mlp", "output"),
+    "blocks.{i}.resid_post": ("gpt_neox.layers.{i}", "output"),
+    "final_norm.out": ("gpt_neox.final_layer_norm", "output"),
+    "logits": ("lm_head", "output"),  # stored as `embed_out.weight` in checkpoints, renamed on load
+}
+
+_OPT: dict[str, Source] = {
+    "embed.tokens": ("model.decoder.embed_tokens", "output"),
+    "embed.positions": ("model.decoder.embed_positions", "output"),
+    "embed.out": ("model.decoder.layers.0", "input[0]"),  # tokens + positions are added inline
+    "blocks.{i}.ln1.out": ("model.decoder.layers.{i}.self_attn_layer_norm", "output"),
+    "blocks.{i}.attn.q": ("model.decoder.layers.{i}.self_attn.q_proj", "output"),  # before OPT scales it
+    "blocks.{i}.attn.k": ("model.decoder.layers.{i}.self_attn.k_proj", "output"),
+    "blocks.{i}.attn.v": ("model.decoder.layers.{i}.self_attn.v_proj", "output"),
+    "blocks.{i}.attn.mask": ("model.decoder.layers.{i}.self_attn", "kwarg:attention_mask"),
+    "blocks.{i}.attn.weights": ("model.decoder.layers.{i}.self_attn", "output[1]"),
+    "blocks.{i}.attn.z": ("model.decoder.layers.{i}.self_attn.out_proj", "input[0]"),
+    "blocks.{i}.attn.out": ("model.decoder.layers.{i}.self_attn", "output"),
+    "blocks.{i}.resid_mid": ("model.decoder.layers.{i}.final_layer_norm", "input[0]"),
+    "blocks.{i}.ln2.out": ("model.decoder.layers.{i}.final_layer_norm", "output"),
+    "blocks.{i}.mlp.pre": ("model.decoder.layers.{i}.fc1", "output"),
+    "blocks.{i}.mlp.post": ("model.decoder.layers.{i}.fc2", "input[0]"),
+    "blocks.{i}.mlp.out": ("model.decoder.layers.{i}.fc2", "output"),
+    "blocks.{i}.resid_post": ("model.decoder.layers.{i}", "output"),
+    "final_norm.out": ("model.decoder.final_layer_norm", "output"),
+    "logits": ("lm_head", "output"),
+}
+
+HF_NAMES: dict[str, dict[str, Source]] = {
+    "gpt2": _GPT2,
+    "llama": _llama_like(),
+    "mistral": _llama_like(),
+    "qwen2": _llama_like(),
+    "gemma": _llama_like(embed_tokens=False),
+    "phi3": _llama_like(fused_qkv=True, fused_gate_up=True),
+    "gpt_neox": _GPT_NEOX,
+    "opt": _OPT,
+}
+
+_BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
+
+
+def _template_of(step_name: str) -> tuple[str, int | None]:
+    m = _BLOCK.match(step_name)
+    if m:
+        return "blocks.{i}." + m.group(2), int(m.group(1))
+    return step_name, None
+
+
+def hf_source(family: str, step_name: str) -> Source | None:
+    """(concrete module path, take) for a concrete step name, or None when no module holds it."""
+    template, block = _template_of(step_name)
+    source = HF_NAMES.get(family, {}).get(template)
+    if source is None:
+        return None
+    module, take = source
+    return (module.format(i=block) if block is not None else module), take
+
+
+def hf_module(family: str, step_name: str) -> str | None:
+    """The transformers module a step comes from: `blocks.3.attn.q` -> `model.layers.3.self_attn.q_proj`."""
+    source = hf_source(family, step_name)
+    return source[0] if source else None
+
+
+def step_for_module(family: str, module_path: str, take: str = "output") -> str | None:
+    """The tracer step a transformers module's value is, for mapping foreign dumps.
+
+    Ambiguous modules (a fused q/k/v projection, an attention module's output
+    pair) need `take` to choose; the first matching step in execution order wins.
+    """
+    for template, (module_template, source_take) in HF_NAMES.get(family, {}).items():
+        if source_take != take:
+            continue
+        pattern = "^" + re.escape(module_template).replace(r"\{i\}", r"(\d+)") + "$"
+        m = re.match(pattern, module_path)
+        if m:
+            return template.format(i=m.group(1)) if m.groups() else template
+    return None

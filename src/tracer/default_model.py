@@ -1,0 +1,15 @@
+"""Where the shipped default model lives: inside the installed package, or in the source tree's fixtures/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracer.errors import TracerError
+
+
+def default_model_path() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_data" / "default-model", here.parents[1] / "fixtures" / "default-model"):
+        if (candidate / "config.json").is_file():
+            return candidate
+    raise TracerError("the default model is not installed", hint="pass --model DIR")

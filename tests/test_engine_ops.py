@@ -1,0 +1,90 @@
+"""The math of single steps, checked against definitions (not against the code's own output)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tracer.arch.spec import RopeSpec
+from tracer.engine import ops
+from tracer.engine.rope import apply_rotary, cos_sin, inverse_frequencies
+from tracer.masks.build import build_keep, causal_keep, window_keep
+
+RNG = np.random.default_rng(0)
+
+
+def test_softmax_rows_sum_to_one_and_fully_masked_rows_are_zero_not_nan():
+    x = RNG.standard_normal((2, 3, 5)).astype(np.float32)
+    x[0, 1, :] = -np.inf
+    x[1, 2, 3] = -np.inf
+    p = ops.softmax(x)
+    assert not np.isnan(p).any()
+    np.testing.assert_array_equal(p[0, 1], 0.0)
+    assert p[1, 2, 3] == 0.0
+    sums = p.sum(-1)
+    sums[0, 1] = 1.0
+    np.testing.assert_allclose(sums, 1.0, rtol=1e-6)
+    e = np.exp(x[1, 0].astype(np.float64))
+    np.testing.assert_allclose(p[1, 0], e / e.sum(), rtol=1e-6)
+
+
+def test_layer_norm_and_rms_norm_definitions():
+    x = RNG.standard_normal((2, 8)).astype(np.float64)
+    w, b = RNG.standard_normal(8), RNG.standard_normal(8)
+    ln = ops.layer_norm(x, w, b, 1e-5)
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    np.testing.assert_allclose(ln, (x - mu) / np.sqrt(var + 1e-5) * w + b, rtol=1e-12)
+    rms = ops.rms_norm(x, w, 1e-6, offset=1.0)
+    np.testing.assert_allclose(rms, x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6) * (1 + w), rtol=1e-12)
+
+
+def test_activations_match_their_formulas():
+    x = np.linspace(-5, 5, 101)
+    np.testing.assert_allclose(ops.gelu_erf(x), [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x], rtol=1e-14)
+    np.testing.assert_allclose(ops.silu(x), x / (1 + np.exp(-x)), rtol=1e-14)
+    np.testing.assert_array_equal(ops.relu(x), np.where(x > 0, x, 0))
+    x32 = x.astype(np.float32)
+    assert np.abs(ops.gelu_erf(x32) - ops.gelu_erf(x)).max() < 3e-6
+
+
+@pytest.mark.parametrize("fn", [ops.gelu_tanh, ops.gelu_erf, ops.silu, ops.relu, ops.softmax])
+def test_float32_stays_float32(fn):
+    assert fn(RNG.standard_normal((3, 4)).astype(np.float32)).dtype == np.float32
+
+
+def test_rotary_scores_depend_only_on_relative_position():
+    rope = RopeSpec(theta=10000.0, rotary_dim=8)
+    inv = inverse_frequencies(rope)
+    q, k = RNG.standard_normal(8), RNG.standard_normal(8)
+    cos, sin = cos_sin(np.arange(20)[None], inv, np.dtype(np.float64))
+    qs = apply_rotary(np.broadcast_to(q, (1, 1, 20, 8)), cos, sin)[0, 0]
+    ks = apply_rotary(np.broadcast_to(k, (1, 1, 20, 8)), cos, sin)[0, 0]
+    assert qs[5] @ ks[2] == pytest.approx(qs[13] @ ks[10], rel=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(qs, axis=-1), np.linalg.norm(q), rtol=1e-6)  # a rotation
+
+
+def test_partial_rotary_leaves_the_tail_untouched():
+    inv = inverse_frequencies(RopeSpec(theta=10000.0, rotary_dim=4))
+    cos, sin = cos_sin(np.arange(3)[None], inv, np.dtype(np.float32))
+    x = RNG.standard_normal((1, 2, 3, 8)).astype(np.float32)
+    y = apply_rotary(x, cos, sin)
+    np.testing.assert_array_equal(y[..., 4:], x[..., 4:])
+    np.testing.assert_array_equal(y[:, :, 0], x[:, :, 0])  # position 0: angle 0
+
+
+def test_llama3_scaling_divides_long_wavelengths_only():
+    base = inverse_frequencies(RopeSpec(theta=500000.0, rotary_dim=64))
+    scaled = inverse_frequencies(RopeSpec(theta=500000.0, rotary_dim=64, scaling="llama3", factor=8.0,
+                                          low_freq_factor=1.0, high_freq_factor=4.0, original_max_positions=8192))
+    wavelen = 2 * np.pi / base
+    assert np.array_equal(scaled[wavelen < 8192 / 4], base[wavelen < 8192 / 4])
+    np.testing.assert_allclose(scaled[wavelen > 8192], base[wavelen > 8192] / 8, rtol=1e-6)
+
+
+def test_causal_window_and_padding_masks():
+    np.testing.assert_array_equal(causal_keep(2, 5, past=3), [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])  # bottom-right
+    band = window_keep(5, 5, 2) & causal_keep(5, 5)
+    np.testing.assert_array_equal(band, [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 1, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 0, 1, 1]])
+    parts = build_keep(np.array([[0, 0, 1, 1], [1, 1, 1, 1]]), causal=True, window=None, q_len=4)
+    np.testing.assert_array_equal(parts.keep[0, 0], [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]])
+    np.testing.assert_array_equal(parts.keep[1, 0], np.tril(np.ones((4, 4))))
