@@ -25,3 +25,11 @@ def test_non_finite_values_are_counted_and_excluded():
 def test_integer_and_empty_arrays():
     assert tensor_stats(np.array([1, 2, 3], dtype=np.int64))["mean"] == 2.0
     assert tensor_stats(np.zeros((0, 3), np.float32))["max"] == 0.0
+
+
+def test_huge_finite_values_do_not_overflow_to_inf():
+    x = np.full(10_000, 3e38, dtype=np.float32)
+    s = tensor_stats(x)
+    assert (s["nan"], s["inf"]) == (0, 0)
+    assert s["mean"] == pytest.approx(3e38, rel=1e-6)
+    assert s["std"] == pytest.approx(0.0, abs=1e32)

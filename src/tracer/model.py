@@ -36,12 +36,7 @@ class Model:
 
     @property
     def n_params(self) -> int:
-        seen, total = set(), 0
-        for name in self.files.names():
-            if name not in seen and self.files.storage_dtype(name) in ("F32", "F16", "BF16", "F64"):
-                seen.add(name)
-                total += int(np.prod(self.files._where[name].entries[name].shape))
-        return total
+        return self.files.n_float_parameters()
 
     @property
     def max_positions(self) -> int | None:
@@ -150,7 +145,7 @@ def load_weights(files: WeightFiles, sources: dict[str, Source], spec: Spec, dty
     weights = {}
     for name, shape in expected_shapes(spec).items():
         src = sources[name]
-        hf_name = _resolve(files, src.hf_name)
+        hf_name = _resolve(files, (src.hf_name, *src.aliases))
         raw = files.get(hf_name)
         try:
             arr = src.transform(raw)
@@ -165,11 +160,11 @@ def load_weights(files: WeightFiles, sources: dict[str, Source], spec: Spec, dty
     return weights
 
 
-def _resolve(files: WeightFiles, hf_name: str) -> str:
-    """The name as stored: checkpoints saved from a base model lack the `transformer.`/`model.` prefix."""
-    if hf_name in files:
-        return hf_name
-    short = hf_name.split(".", 1)[1]
-    if short in files:
-        return short
-    raise TracerError(f"{files.folder}: weight {hf_name!r} is missing from the safetensors files")
+def _resolve(files: WeightFiles, names: tuple[str, ...]) -> str:
+    """The name as stored, trying aliases and the name without its `transformer.`/`model.` prefix
+    (checkpoints saved from a base model lack it)."""
+    for name in names:
+        for candidate in (name, name.split(".", 1)[-1]):
+            if candidate in files:
+                return candidate
+    raise TracerError(f"{files.folder}: weight {names[0]!r} is missing from the safetensors files")

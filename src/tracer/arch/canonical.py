@@ -23,12 +23,12 @@ class Source:
 
     hf_name: str
     transform: Callable[[np.ndarray], np.ndarray] = lambda a: a
-    optional: bool = False  # absent in some checkpoints (e.g. a tied head)
+    aliases: tuple[str, ...] = ()  # older names of the same tensor (e.g. Pythia's embed_out)
 
 
-def transposed(hf_name: str) -> Source:
+def transposed(hf_name: str, aliases: tuple[str, ...] = ()) -> Source:
     """An nn.Linear weight stored [out, in], used as [in, out] (a view, no copy)."""
-    return Source(hf_name, lambda a: a.T)
+    return Source(hf_name, lambda a: a.T, aliases)
 
 
 def rows_transposed(hf_name: str, start: int, stop: int) -> Source:

@@ -69,5 +69,6 @@ def weight_sources(spec: Spec) -> dict[str, Source]:
         src[p + "mlp.b_out"] = Source(hf + "mlp.dense_4h_to_h.bias")
     src["final_norm.w"] = Source("gpt_neox.final_layer_norm.weight")
     src["final_norm.b"] = Source("gpt_neox.final_layer_norm.bias")
-    src["unembed.W_U"] = transposed("gpt_neox.embed_in.weight" if spec.tied_embeddings else "embed_out.weight")
+    # transformers 5 names the head lm_head; checkpoints saved before it (Pythia) call it embed_out
+    src["unembed.W_U"] = transposed("gpt_neox.embed_in.weight") if spec.tied_embeddings else transposed("lm_head.weight", ("embed_out.weight",))
     return src

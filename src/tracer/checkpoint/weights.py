@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,14 @@ class WeightFiles:
     def storage_dtype(self, name: str) -> str:
         return self._where[name].entries[name].dtype
 
+    def n_float_parameters(self) -> int:
+        """Parameters stored in floating point (buffers such as int64 position ids excluded)."""
+        return sum(
+            math.prod(f.entries[name].shape)
+            for name, f in self._where.items()
+            if f.entries[name].dtype in ("F64", "F32", "F16", "BF16")
+        )
+
     def storage_dtypes(self) -> dict[str, int]:
         """How many tensors are stored in each dtype, e.g. {"BF16": 20}."""
         counts: dict[str, int] = {}
@@ -66,7 +75,7 @@ def _open_files(folder: Path) -> list[SafetensorsFile]:
         return files
     if single.is_file():
         return [SafetensorsFile(single)]
-    others = sorted(folder.glob("*.safetensors"))
+    others = sorted(folder.glob("model*.safetensors"))
     if others:
         return [SafetensorsFile(p) for p in others]
     pickles = [n for n in _PICKLE_NAMES if (folder / n).is_file()] + [p.name for p in folder.glob("*.pt")]

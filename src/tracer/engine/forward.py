@@ -106,7 +106,7 @@ def forward(inputs: ForwardInputs, W: dict, spec: Spec, rec, override: MaskOverr
     dtype = W["embed.W_E"].dtype
     rope = None
     if spec.positions == "rotary":
-        rope = cos_sin(inputs.positions, inverse_frequencies(spec.rope), dtype)
+        rope = cos_sin(inputs.positions, inverse_frequencies(spec.rope, dtype), dtype)
     masks = layer_masks(inputs, spec)
     x = embed(inputs, W, spec, rec)
     for i in range(spec.n_layers):

@@ -9,18 +9,18 @@ import numpy as np
 from tracer.arch.spec import RopeSpec
 
 
-def inverse_frequencies(rope: RopeSpec) -> np.ndarray:
+def inverse_frequencies(rope: RopeSpec, dtype=np.float32) -> np.ndarray:
     """inv_freq[j] = theta^(-2j/rotary_dim), with optional linear or llama3 scaling.
 
-    Computed in float32 with the same operation order as transformers, because
-    there these are float32 constants of the model: a float64 run uses the same
-    values (widened), so float64 mode compares like with like.
+    Same operation order as transformers, in the compute dtype: float32 matches
+    transformers bit for bit; float64 matches its rotary code rerun in float64.
     """
+    f = np.dtype(dtype).type
     dim = rope.rotary_dim
-    exponents = np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)  # [dim/2]
-    inv_freq = (np.float32(1.0) / np.power(np.float32(rope.theta), exponents)).astype(np.float32)
+    exponents = np.arange(0, dim, 2, dtype=np.int64).astype(dtype) / f(dim)  # [dim/2]
+    inv_freq = f(1.0) / np.power(f(rope.theta), exponents)
     if rope.scaling == "linear":
-        inv_freq = inv_freq / np.float32(rope.factor)
+        inv_freq = inv_freq / f(rope.factor)
     elif rope.scaling == "llama3":
         inv_freq = _llama3_scaled(inv_freq, rope)
     return inv_freq
@@ -28,21 +28,21 @@ def inverse_frequencies(rope: RopeSpec) -> np.ndarray:
 
 def _llama3_scaled(inv_freq: np.ndarray, rope: RopeSpec) -> np.ndarray:
     """Llama 3.1: long wavelengths divided by `factor`, short kept, a smooth blend between."""
-    f32 = np.float32
-    old_len = f32(rope.original_max_positions)
-    low_wavelen = old_len / f32(rope.low_freq_factor)
-    high_wavelen = old_len / f32(rope.high_freq_factor)
-    wavelen = f32(2 * math.pi) / inv_freq
-    scaled = np.where(wavelen > low_wavelen, inv_freq / f32(rope.factor), inv_freq)
-    smooth = (old_len / wavelen - f32(rope.low_freq_factor)) / f32(rope.high_freq_factor - rope.low_freq_factor)
-    blended = (f32(1.0) - smooth) * scaled / f32(rope.factor) + smooth * scaled
+    f = inv_freq.dtype.type
+    old_len = f(rope.original_max_positions)
+    low_wavelen = old_len / f(rope.low_freq_factor)
+    high_wavelen = old_len / f(rope.high_freq_factor)
+    wavelen = f(2 * math.pi) / inv_freq
+    scaled = np.where(wavelen > low_wavelen, inv_freq / f(rope.factor), inv_freq)
+    smooth = (old_len / wavelen - f(rope.low_freq_factor)) / f(rope.high_freq_factor - rope.low_freq_factor)
+    blended = (f(1.0) - smooth) * scaled / f(rope.factor) + smooth * scaled
     medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
-    return np.where(medium, blended, scaled).astype(np.float32)
+    return np.where(medium, blended, scaled)
 
 
 def cos_sin(positions: np.ndarray, inv_freq: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin tables [batch, 1, pos, rotary_dim] for the given position ids."""
-    angles = positions[..., None].astype(dtype) * inv_freq.astype(dtype)  # [batch, pos, rotary_dim/2]
+    angles = positions[..., None].astype(dtype) * inv_freq  # [batch, pos, rotary_dim/2]
     angles = np.concatenate([angles, angles], axis=-1)  # [batch, pos, rotary_dim]
     return np.cos(angles)[:, None], np.sin(angles)[:, None]  # [batch, 1, pos, rotary_dim]
 

@@ -20,9 +20,12 @@ def tensor_stats(a: np.ndarray) -> dict[str, float]:
     if a.dtype.kind not in "fc":
         a = a.astype(np.float64)
     flat = a.reshape(-1)
-    lo, hi, total = float(flat.min()), float(flat.max()), float(flat.sum())
+    with np.errstate(over="ignore", invalid="ignore"):
+        lo, hi, total = float(flat.min()), float(flat.max()), float(flat.sum())
+    if math.isfinite(lo) and math.isfinite(hi) and not math.isfinite(total):
+        total = float(flat.sum(dtype=np.float64))  # finite values whose float32 sum overflowed
     nan = inf = 0
-    if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(total)):
+    if not (math.isfinite(lo) and math.isfinite(hi)):
         nan, inf = int(np.isnan(flat).sum()), int(np.isinf(flat).sum())
         flat = flat[np.isfinite(flat)]
         if flat.size == 0:
@@ -30,7 +33,7 @@ def tensor_stats(a: np.ndarray) -> dict[str, float]:
         lo, hi, total = float(flat.min()), float(flat.max()), float(flat.sum())
     n = flat.size
     mean = total / n
-    if flat.dtype == np.float32 and n > 4096:
+    if flat.dtype == np.float32 and n > 4096 and max(abs(lo), abs(hi)) < 1e18:
         var = float(np.dot(flat, flat)) / n - mean * mean  # one BLAS pass; display precision
     else:
         var = float(np.var(flat, dtype=np.float64))

@@ -152,6 +152,9 @@ def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict
             out.write(blob)
             for name in order:
                 out.write(np.ascontiguousarray(tensors[name]).astype(tensors[name].dtype.newbyteorder("<"), copy=False).tobytes())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a saved trace is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
