@@ -1,0 +1,372 @@
+"""Reference activations from transformers' eager forward pass, under tracer's step names and layouts.
+
+One forward pass is watched two ways: forward hooks on the modules named in
+`tracer.arch.hf_names`, and transformers' own outputs (`hidden_states`,
+`attentions`, `logits`). The trace takes the outputs where they exist and the
+hooks elsewhere; `run_forward` returns both so a test can check they agree.
+
+torch and transformers are imported inside functions: importing this module
+costs nothing, and using it without them raises a TracerError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from tracer.arch.hf_names import CONDITIONS, FUSED_QKV, HF_NAMES, hf_module
+from tracer.capture.float64 import float32_as_float64, recompute_rotary_in_float64
+from tracer.errors import TracerError
+from tracer.steps import describe
+from tracer.trace import Recorder, Trace
+
+FAMILIES = tuple(HF_NAMES)
+DTYPES = ("float32", "float64")
+_INSTALL_HINT = "tracer capture needs torch and transformers: pip install 'tracer[torch]'"
+
+
+def require_torch():
+    """(torch, transformers), or a TracerError saying how to install them."""
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        raise TracerError(_INSTALL_HINT) from None
+    return torch, transformers
+
+
+def capture(
+    model_dir: str | Path,
+    ids: list[list[int]],
+    attention_mask: list[list[int]] | None = None,
+    position_ids: list[list[int]] | None = None,
+    dtype: str = "float32",
+    keep: Sequence[str] = ("*",),
+    widen_float32: bool = True,
+) -> Trace:
+    """Run transformers' eager forward on `ids` and record it as a tracer Trace.
+
+    Position ids follow tracer's convention (cumsum(mask) - 1, pads 0) unless
+    given; OPT derives its own from the mask, and input.positions records what
+    it used (cumsum(mask) * mask - 1, before its +2 offset).
+
+    widen_float32: in a float64 run, also widen what transformers computes in
+    float32 on purpose: RMSNorm (`.to(torch.float32)`), the eager softmax
+    (`dtype=torch.float32`) and the rotary embedding (inv_freq, angles, cos,
+    sin). Stock transformers keeps those in float32 even in float64, which moves
+    activations by about 1e-7 and logits by about 1e-6 and would hide
+    rounding-level differences. False keeps the stock behaviour. No effect in float32.
+    """
+    torch, transformers = require_torch()
+    model_dir = Path(model_dir)
+    model, family = load_model(model_dir, dtype)
+    widen = dtype == "float64" and widen_float32
+    if widen:
+        recompute_rotary_in_float64(model)
+    ids_np, mask_np = _check_inputs(ids, attention_mask, model.config.vocab_size)
+    positions_np = _positions_for(family, mask_np, position_ids)
+    with torch.inference_mode():
+        from_hooks, from_outputs = run_forward(model, family, ids_np, mask_np, positions_np, widen_float32=widen)
+
+    recorder = Recorder(keep=keep, hf_module=lambda name: hf_module(family, name))
+    recorder("input.ids", ids_np, describe("input.ids").axes, "input")
+    recorder("input.mask", mask_np, describe("input.mask").axes, "input")
+    recorder("input.positions", positions_np, describe("input.positions").axes, _positions_op(family, position_ids))
+    for name in step_order(family, model.config):
+        if name in from_outputs:
+            value, op = from_outputs[name]
+        elif name in from_hooks:
+            value, op = from_hooks[name]
+        else:
+            continue
+        recorder(name, value, describe(name).axes, op)
+    config_sha256 = _file_sha256(model_dir / "config.json")
+    meta = {
+        "model": {"name": model_dir.resolve().name, "family": family, "config_sha256": config_sha256},
+        "source": f"transformers {transformers.__version__} eager",
+        "torch": torch.__version__,
+        "dtype": dtype,
+    }
+    if widen:
+        meta["notes"] = ["float64 throughout: transformers' explicit float32 casts (RMSNorm, softmax, rotary) widened"]
+    elif dtype == "float64":
+        meta["notes"] = ["stock transformers float64: RMSNorm, eager softmax and rotary still computed in float32"]
+    tokens = describe_tokens(model_dir, ids_np, mask_np)
+    if tokens is not None:
+        meta["tokens"] = tokens
+    return Trace(recorder.steps, meta)
+
+
+# ---------- loading and inputs ----------
+
+
+def load_model(model_dir: Path, dtype: str):
+    """(model, family) with eager attention, in float32 or float64 (bf16/fp16 weights are widened exactly)."""
+    torch, transformers = require_torch()
+    if dtype not in DTYPES:
+        raise TracerError(f"capture dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if not (model_dir / "config.json").is_file():
+        raise TracerError(f"{model_dir}: no config.json here", hint="pass a checkpoint folder")
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            model_dir, attn_implementation="eager", dtype=getattr(torch, dtype)
+        )
+    except (OSError, ValueError, KeyError) as e:
+        raise TracerError(f"{model_dir}: transformers could not load it: {e}") from None
+    model.eval()
+    family = model.config.model_type
+    if family not in FAMILIES:
+        raise TracerError(f"capture does not know family {family!r}", hint=f"known: {', '.join(FAMILIES)}")
+    return model, family
+
+
+def _check_inputs(ids, attention_mask, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    if not ids or not ids[0] or len({len(row) for row in ids}) != 1:
+        raise TracerError("ids must be a non-empty rectangular list of rows (pad them and pass attention_mask)")
+    ids_np = np.asarray(ids, dtype=np.int64)  # [batch, pos]
+    if ids_np.min() < 0 or ids_np.max() >= vocab_size:
+        raise TracerError(f"token ids must lie in [0, {vocab_size}), got {ids_np.min()}..{ids_np.max()}")
+    mask_np = np.ones_like(ids_np) if attention_mask is None else np.asarray(attention_mask, dtype=np.int64)
+    if mask_np.shape != ids_np.shape:
+        raise TracerError(f"attention_mask shape {mask_np.shape} differs from ids shape {ids_np.shape}")
+    return ids_np, mask_np
+
+
+def tracer_positions(mask: np.ndarray) -> np.ndarray:
+    """tracer's convention: each real token's index among the real tokens of its row, pads 0."""
+    return np.where(mask == 1, np.cumsum(mask, axis=1) - 1, 0).astype(np.int64)
+
+
+def opt_positions(mask: np.ndarray) -> np.ndarray:
+    """What OPT computes from the mask before adding its offset of 2 (pads come out as -1)."""
+    return (np.cumsum(mask, axis=1) * mask - 1).astype(np.int64)
+
+
+def _positions_for(family: str, mask: np.ndarray, position_ids) -> np.ndarray:
+    if position_ids is not None:
+        positions = np.asarray(position_ids, dtype=np.int64)
+        if positions.shape != mask.shape:
+            raise TracerError(f"position_ids shape {positions.shape} differs from ids shape {mask.shape}")
+        return positions
+    return opt_positions(mask) if family == "opt" else tracer_positions(mask)
+
+
+def _positions_op(family: str, position_ids) -> str:
+    if position_ids is not None:
+        return "input"
+    return "hf:opt cumsum(mask)*mask-1" if family == "opt" else "cumsum(mask)-1, pads 0"
+
+
+# ---------- the forward pass, seen through hooks and through outputs ----------
+
+
+def step_order(family: str, config) -> list[str]:
+    """Concrete step names in execution order, after the input.* steps (probs, computed from logits, last)."""
+    names = HF_NAMES[family]
+    before = [t for t in names if not t.startswith("blocks.") and t not in ("final_norm.out", "logits")]
+    block = [t for t in names if t.startswith("blocks.") and _condition_holds(family, t, config)]
+    order = list(before)
+    for i in range(config.num_hidden_layers):
+        order += [t.format(i=i) for t in block]
+    return order + ["final_norm.out", "logits", "probs"]
+
+
+def _condition_holds(family: str, template: str, config) -> bool:
+    condition = CONDITIONS.get((family, template))
+    return condition is None or getattr(config, condition[0], None) == condition[1]
+
+
+def run_forward(model, family: str, ids, mask, positions, widen_float32: bool = False):
+    """One eager forward; returns (from_hooks, from_outputs), each {step name: (array, op)}.
+
+    widen_float32 runs it under `float32_as_float64` (see `capture`).
+
+    from_outputs holds what transformers returns itself: embed.out and the
+    resid_post of all but the last block (`hidden_states`), final_norm.out (its
+    last hidden state), attn.weights (`attentions`), logits and probs.
+    """
+    import torch
+
+    config = model.config
+    records, handles = _install_hooks(model, family, config)
+    kwargs = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
+    if family != "opt" or not np.array_equal(positions, opt_positions(mask)):
+        kwargs["position_ids"] = torch.from_numpy(positions)
+    try:
+        with float32_as_float64() if widen_float32 else contextlib.nullcontext():
+            out = model(**kwargs, output_hidden_states=True, output_attentions=True, use_cache=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+    from_hooks = {}
+    for name in step_order(family, config):
+        if name == "probs":
+            continue
+        template = _template(name)
+        module, take = HF_NAMES[family][template]
+        module = module.format(i=name.split(".")[1]) if "{i}" in module else module
+        value = _take(records[module], take)
+        if value is None:
+            continue
+        array = _to_layout(value, name, take, family, config, ids.shape)
+        from_hooks[name] = (array, f"hf:{module}" + ("" if take == "output" else f" {take}"))
+
+    n_layers = config.num_hidden_layers
+    hidden = out.hidden_states  # n_layers + 1 entries; the last one is after the final norm
+    from_outputs = {"embed.out": (_np(hidden[0]), "hf:hidden_states[0]")}
+    for i in range(n_layers - 1):
+        from_outputs[f"blocks.{i}.resid_post"] = (_np(hidden[i + 1]), f"hf:hidden_states[{i + 1}]")
+    for i, weights in enumerate(out.attentions):
+        from_outputs[f"blocks.{i}.attn.weights"] = (_np(weights), f"hf:attentions[{i}]")
+    from_outputs["final_norm.out"] = (_np(hidden[-1]), f"hf:hidden_states[{n_layers}]")
+    from_outputs["logits"] = (_np(out.logits), "hf:logits")
+    from_outputs["probs"] = (_np(torch.softmax(out.logits, dim=-1)), "softmax(logits)")
+    return from_hooks, from_outputs
+
+
+class _Record:
+    """What one module saw during the forward pass."""
+
+    __slots__ = ("calls", "input0", "kwargs", "output")
+
+    def __init__(self):
+        self.calls = 0
+        self.input0 = self.kwargs = self.output = None
+
+
+def _install_hooks(model, family: str, config) -> tuple[dict[str, _Record], list]:
+    """A recording forward hook on every module the family's steps come from: (records by path, handles)."""
+    modules = dict(model.named_modules())
+    paths = set()
+    for name in step_order(family, config):
+        if name != "probs":
+            module = HF_NAMES[family][_template(name)][0]
+            paths.add(module.format(i=name.split(".")[1]) if "{i}" in module else module)
+    records: dict[str, _Record] = {}
+    handles = []
+    for path in sorted(paths):
+        if path not in modules:
+            raise TracerError(f"{family}: transformers model has no module {path!r}", hint="transformers version mismatch?")
+        record = records[path] = _Record()
+
+        def hook(module, args, kwargs, output, record=record):
+            record.calls += 1
+            if record.calls > 1:  # a module reused within one pass would make the step ambiguous
+                raise TracerError(f"module called more than once in one forward pass: {module.__class__.__name__}")
+            record.input0 = args[0] if args else kwargs.get("hidden_states")
+            record.kwargs = kwargs
+            record.output = output
+
+        handles.append(modules[path].register_forward_hook(hook, with_kwargs=True))
+    return records, handles
+
+
+def _take(record: _Record, take: str):
+    if record.calls == 0:
+        return None
+    output = record.output
+    if take == "output" or take.startswith("split:"):
+        return output[0] if isinstance(output, tuple) else output
+    if take == "output[1]":
+        return output[1]
+    if take == "input[0]":
+        return record.input0
+    if take.startswith("kwarg:"):
+        return record.kwargs.get(take.split(":", 1)[1])
+    raise ValueError(f"unknown take {take!r}")
+
+
+def _template(name: str) -> str:
+    parts = name.split(".")
+    return ".".join(["blocks", "{i}", *parts[2:]]) if parts[0] == "blocks" else name
+
+
+def head_sizes(config) -> tuple[int, int, int]:
+    """(heads, kv_heads, d_head) as transformers uses them."""
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    d_head = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return heads, kv_heads, d_head
+
+
+def _to_layout(value, name: str, take: str, family: str, config, batch_pos: tuple[int, int]) -> np.ndarray:
+    """Bring a hooked tensor to the step's tracer layout."""
+    batch, pos = batch_pos
+    axes = describe(name).axes
+    if name.endswith(".attn.mask"):
+        return _np(value == 0) if value.dtype.is_floating_point else _np(value)  # additive 0 / dtype-min -> keep
+    if take.startswith("split:"):
+        part = take.split(":", 1)[1]
+        value = value.reshape(batch, pos, -1)
+        if part in ("gate", "up"):
+            gate, up = value.chunk(2, dim=-1)
+            return _np(gate if part == "gate" else up)
+        return _np(split_qkv(value, part, FUSED_QKV[family], *head_sizes(config)))
+    if axes[1] in ("heads", "kv_heads") and axes[-1] == "d_head":
+        _, _, d_head = head_sizes(config)  # [batch, pos, heads*d_head] -> [batch, heads, pos, d_head]
+        return _np(value.reshape(batch, pos, -1, d_head).transpose(1, 2))
+    if axes[:2] == ("batch", "pos") and len(axes) == 3:
+        return _np(value.reshape(batch, pos, -1))  # OPT's MLP runs on [batch*pos, features]
+    return _np(value)
+
+
+def split_qkv(fused, part: str, layout: str, heads: int, kv_heads: int, d_head: int):
+    """One of q, k, v from a fused projection output [batch, pos, ...] as [batch, heads, pos, d_head]."""
+    batch, pos, _ = fused.shape
+    if layout == "per_head":  # [h0: q k v, h1: q k v, ...]
+        per_head = fused.reshape(batch, pos, heads, 3 * d_head)
+        index = "qkv".index(part)
+        chosen = per_head[..., index * d_head : (index + 1) * d_head]
+        return chosen.transpose(1, 2)
+    widths = {"q": heads * d_head, "k": kv_heads * d_head, "v": kv_heads * d_head}
+    start = {"q": 0, "k": widths["q"], "v": widths["q"] + widths["k"]}[part]
+    chosen = fused[..., start : start + widths[part]]
+    return chosen.reshape(batch, pos, -1, d_head).transpose(1, 2)
+
+
+def _np(tensor) -> np.ndarray:
+    return tensor.detach().cpu().contiguous().numpy().copy()
+
+
+# ---------- metadata ----------
+
+
+def describe_tokens(model_dir: Path, ids: np.ndarray, mask: np.ndarray) -> list[list[dict]] | None:
+    """Per row, what each id is (piece and text through the folder's tokenizer.json); None without one.
+
+    Character offsets are None: capture starts from ids, not text.
+    """
+    path = model_dir / "tokenizer.json"
+    if not path.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    special = {i for i, tok in tokenizer.get_added_tokens_decoder().items() if tok.special}
+    rows = []
+    for row_ids, row_mask in zip(ids.tolist(), mask.tolist()):
+        rows.append(
+            [
+                {
+                    "pos": pos,
+                    "id": token_id,
+                    "piece": tokenizer.id_to_token(token_id),
+                    "text": tokenizer.decode([token_id], skip_special_tokens=False),
+                    "start": None,
+                    "end": None,
+                    "special": token_id in special,
+                    "pad": keep == 0,
+                }
+                for pos, (token_id, keep) in enumerate(zip(row_ids, row_mask))
+            ]
+        )
+    return rows
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
