@@ -1,0 +1,47 @@
+"""Live parity: rebuild every fixture and its references with transformers, then hold tracer to them.
+
+Skipped without torch; CI installs torch==2.13.0 and transformers so it runs there. It also proves
+the committed fixtures are what the script builds (byte for byte), so they cannot drift from it.
+"""
+
+import hashlib
+import importlib.util
+
+import pytest
+
+from conftest import FAMILIES, MODELS, ROOT, VARIANTS
+from test_parity import ATOL32, ATOL64, _check_coverage, _run_like, compare
+from tracer import load_model
+from tracer.trace import Trace
+
+pytestmark = pytest.mark.live
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory):
+    spec = importlib.util.spec_from_file_location("build_fixtures", ROOT / "fixtures" / "build_fixtures.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    out = tmp_path_factory.mktemp("fixtures")
+    builder.build_all(out, list(FAMILIES + VARIANTS))
+    return out
+
+
+@pytest.mark.parametrize("name", FAMILIES + VARIANTS)
+def test_fresh_references_hold(rebuilt, name):
+    folder = rebuilt / name
+    model = load_model(folder)
+    ref = Trace.load(folder / "reference.safetensors")
+    errors = compare(ref, _run_like(model, ref), ATOL32)
+    _check_coverage(errors, model.spec.n_layers)
+    ref64 = Trace.load(folder / "reference64.safetensors")
+    compare(ref64, _run_like(load_model(folder, dtype="float64"), ref64), ATOL64)
+
+
+@pytest.mark.parametrize("name", FAMILIES + VARIANTS)
+def test_committed_fixtures_are_what_the_script_builds(rebuilt, name):
+    fresh = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (rebuilt / name).iterdir()}
+    committed = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (MODELS / name).iterdir()}
+    assert fresh == committed, "fixtures/models is stale: rerun python fixtures/build_fixtures.py"
