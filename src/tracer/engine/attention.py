@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.arch.spec import Spec
-from tracer.engine.ops import linear, softmax
+from tracer.engine.ops import affine_op, linear, softmax
 from tracer.engine.rope import apply_rotary
 
 _BHPD = ("batch", "heads", "pos", "d_head")
@@ -51,9 +51,12 @@ def attention(
     rope: tuple[np.ndarray, np.ndarray] | None,  # cos, sin [batch, 1, pos, rotary_dim]
     rec,
 ) -> np.ndarray:
-    q = rec(p + "attn.q", split_heads(linear(x, W[p + "attn.W_q"], W.get(p + "attn.b_q")), spec.n_heads), _BHPD, "x @ W_q + b_q, split into heads")
-    k = rec(p + "attn.k", split_heads(linear(x, W[p + "attn.W_k"], W.get(p + "attn.b_k")), spec.n_kv_heads), _BKPD, "x @ W_k + b_k, split into kv heads")
-    v = rec(p + "attn.v", split_heads(linear(x, W[p + "attn.W_v"], W.get(p + "attn.b_v")), spec.n_kv_heads), _BKPD, "x @ W_v + b_v, split into kv heads")
+    q = rec(p + "attn.q", split_heads(linear(x, W[p + "attn.W_q"], W.get(p + "attn.b_q")), spec.n_heads), _BHPD,
+            affine_op("x", "q", W, p + "attn.") + ", split into heads")
+    k = rec(p + "attn.k", split_heads(linear(x, W[p + "attn.W_k"], W.get(p + "attn.b_k")), spec.n_kv_heads), _BKPD,
+            affine_op("x", "k", W, p + "attn.") + ", split into kv heads")
+    v = rec(p + "attn.v", split_heads(linear(x, W[p + "attn.W_v"], W.get(p + "attn.b_v")), spec.n_kv_heads), _BKPD,
+            affine_op("x", "v", W, p + "attn.") + ", split into kv heads")
     if rope is not None:
         cos, sin = rope
         q = rec(p + "attn.q_rot", apply_rotary(q, cos, sin), _BHPD, f"rotate first {cos.shape[-1]} dims by position")

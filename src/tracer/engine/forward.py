@@ -9,7 +9,7 @@ import numpy as np
 from tracer.arch.spec import Spec
 from tracer.engine.attention import attention
 from tracer.engine.mlp import mlp
-from tracer.engine.ops import layer_norm, linear, rms_norm, softmax
+from tracer.engine.ops import affine_op, layer_norm, linear, rms_norm, softmax
 from tracer.engine.rope import cos_sin, inverse_frequencies
 from tracer.masks.build import MaskParts, build_keep
 
@@ -69,20 +69,20 @@ def block(x: np.ndarray, i: int, W: dict, spec: Spec, keep, bias, rope, rec) -> 
     p = f"blocks.{i}."
     nop = _norm_op(spec)
     if spec.norm_placement == "post":
-        a = rec(p + "attn.out", attention(x, W, p, spec, keep, bias, rope, rec), _BTD, "heads merged @ W_o + b_o")
+        a = rec(p + "attn.out", attention(x, W, p, spec, keep, bias, rope, rec), _BTD, "heads merged, " + affine_op("z", "o", W, p + "attn."))
         mid = rec(p + "resid_mid", x + a, _BTD, "x + attn.out (before the post-norm)")
         h = rec(p + "ln1.out", norm(mid, W, p + "ln1", spec), _BTD, nop)
-        m = rec(p + "mlp.out", mlp(h, W, p, spec, rec), _BTD, "post @ W_out + b_out")
+        m = rec(p + "mlp.out", mlp(h, W, p, spec, rec), _BTD, affine_op("post", "out", W, p + "mlp."))
         return rec(p + "resid_post", norm(h + m, W, p + "ln2", spec), _BTD, "ln2(ln1.out + mlp.out)")
     h1 = rec(p + "ln1.out", norm(x, W, p + "ln1", spec), _BTD, nop)
-    a = rec(p + "attn.out", attention(h1, W, p, spec, keep, bias, rope, rec), _BTD, "heads merged @ W_o + b_o")
+    a = rec(p + "attn.out", attention(h1, W, p, spec, keep, bias, rope, rec), _BTD, "heads merged, " + affine_op("z", "o", W, p + "attn."))
     if spec.residual == "parallel":
         h2 = rec(p + "ln2.out", norm(x, W, p + "ln2", spec), _BTD, nop + " (of the block input: parallel)")
-        m = rec(p + "mlp.out", mlp(h2, W, p, spec, rec), _BTD, "post @ W_out + b_out")
+        m = rec(p + "mlp.out", mlp(h2, W, p, spec, rec), _BTD, affine_op("post", "out", W, p + "mlp."))
         return rec(p + "resid_post", x + a + m, _BTD, "x + attn.out + mlp.out (parallel residual)")
     mid = rec(p + "resid_mid", x + a, _BTD, "x + attn.out")
     h2 = rec(p + "ln2.out", norm(mid, W, p + "ln2", spec), _BTD, nop)
-    m = rec(p + "mlp.out", mlp(h2, W, p, spec, rec), _BTD, "post @ W_out + b_out")
+    m = rec(p + "mlp.out", mlp(h2, W, p, spec, rec), _BTD, affine_op("post", "out", W, p + "mlp."))
     return rec(p + "resid_post", mid + m, _BTD, "resid_mid + mlp.out")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.arch.spec import Spec
-from tracer.engine.ops import ACTIVATIONS, linear
+from tracer.engine.ops import ACTIVATIONS, affine_op, linear
 
 _BTF = ("batch", "pos", "d_ff")
 
@@ -13,7 +13,7 @@ _BTF = ("batch", "pos", "d_ff")
 def mlp(x: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
     act = ACTIVATIONS[spec.activation]
     pre = rec(p + "mlp.pre", linear(x, W[p + "mlp.W_in"], W.get(p + "mlp.b_in")), _BTF,
-              "x @ W_gate" if spec.mlp == "gated" else "x @ W_in + b_in")
+              "x @ W_gate" if spec.mlp == "gated" else affine_op("x", "in", W, p + "mlp."))
     if spec.mlp == "gated":
         up = rec(p + "mlp.up", linear(x, W[p + "mlp.W_up"], W.get(p + "mlp.b_up")), _BTF, "x @ W_up")
         post = rec(p + "mlp.post", act(pre) * up, _BTF, f"{spec.activation}(pre) * up")

@@ -19,6 +19,11 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndar
     return y
 
 
+def affine_op(x: str, which: str, W: dict, prefix: str) -> str:
+    """The op text of a projection, with its bias only when the checkpoint has one: 'x @ W_q + b_q'."""
+    return f"{x} @ W_{which}" + (f" + b_{which}" if prefix + f"b_{which}" in W else "")
+
+
 def layer_norm(x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, eps: float) -> np.ndarray:
     mean = x.mean(axis=-1, keepdims=True)  # [..., 1]
     centred = x - mean
