@@ -10,6 +10,7 @@ from typing import Callable
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tracer.errors import TracerError
 
@@ -18,10 +19,12 @@ DEBUG_ENV = "TRACER_DEBUG"
 
 def make_console(stderr: bool = False, record: bool = False) -> Console:
     """A console that respects NO_COLOR and the terminal width (rich reads COLUMNS)."""
+    no_color = "NO_COLOR" in os.environ
     return Console(
         stderr=stderr,
         record=record,
-        no_color="NO_COLOR" in os.environ,
+        no_color=no_color,
+        color_system=None if no_color else "auto",  # no_color alone still emits bold/dim escapes
         highlight=False,
         soft_wrap=False,
     )
@@ -30,9 +33,9 @@ def make_console(stderr: bool = False, record: bool = False) -> Console:
 def fail(message: str, hint: str | None = None) -> "typer.Exit":
     """Print `error: ...` (one line, plus an optional hint line) and return Exit(2) to raise."""
     err = make_console(stderr=True)
-    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
     if hint:
-        err.print(f"[dim]hint: {hint}[/]", soft_wrap=True)
+        err.print(f"[dim]hint: {escape(hint)}[/]", soft_wrap=True)
     return typer.Exit(2)
 
 
