@@ -1,0 +1,187 @@
+"""`tracer run`: load a checkpoint, run a prompt (or ids), show the whole story and optionally save the trace."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from tracer.cli.common import handle_errors, make_console, parse_int_list
+from tracer.errors import TracerError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run", help=RUN_HELP, no_args_is_help=False)(run)
+
+
+RUN_HELP = """Run a prompt through a model and show how it became a next-token distribution.
+
+Sections: model card, tokens, shape flow, mask, attention, next token (add --lens, --values).
+
+Examples:
+
+  tracer run "春天来"                                  # the shipped model, the whole story
+
+  tracer run "春天来" --layers 2 --layer 2 --head 1     # open block 2; one attention head in full
+
+  tracer run "春天来" --steps 'blocks.2.attn.weights' --values   # just one step and its numbers
+
+  tracer run "春天来" --target 去 --lens                # where does the model start to expect 去?
+
+  tracer run --model DIR --ids 5,17,42 --ids 7,8 --pad-side left --batch-row 1
+
+  tracer run "Hello there" --model DIR --save t.safetensors --json > t.json
+"""
+
+
+@handle_errors
+def run(
+    prompts: Optional[List[str]] = typer.Argument(None, help="Prompt text; several prompts form a padded batch."),
+    model: Optional[Path] = typer.Option(None, "--model", "-m", help="Checkpoint folder (config.json, *.safetensors, tokenizer.json). Default: the shipped model."),
+    ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids, comma separated; repeat for a batch. No tokenizer needed."),
+    save: Optional[Path] = typer.Option(None, "--save", "-o", help="Write the trace to this .safetensors file."),
+    dtype: str = typer.Option("float32", "--dtype", help="Compute dtype: float32 or float64."),
+    keep: Optional[List[str]] = typer.Option(None, "--keep", help="Glob of steps whose tensors are kept whole (repeatable); statistics are kept for all. Default: all."),
+    pad_side: str = typer.Option("right", "--pad-side", help="Where a batch is padded: left or right."),
+    no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS/EOS/CLS (the tokenizer's post-processor)."),
+    top_k: int = typer.Option(10, "--top-k", min=1, help="How many next tokens to show."),
+    position: Optional[int] = typer.Option(None, "--position", help="Position whose next token is shown (default: the last real token; negative counts back)."),
+    target: Optional[str] = typer.Option(None, "--target", help="Also show the rank and probability of this token (text, or id:N)."),
+    layer: Optional[int] = typer.Option(None, "--layer", help="Layer for the attention and mask views (default: the last; negative counts back)."),
+    head: Optional[int] = typer.Option(None, "--head", help="One attention head in full, with its row sums (default: all heads, compactly)."),
+    layers: Optional[str] = typer.Option(None, "--layers", help="Blocks shown in full in the shape flow, e.g. 1,3 or 0-2 (default: block 0)."),
+    steps: Optional[List[str]] = typer.Option(None, "--steps", help="Show only steps matching this glob, e.g. 'blocks.1.attn.*' (repeatable)."),
+    all_steps: bool = typer.Option(False, "--all", help="Unfold every block in the shape flow."),
+    lens: bool = typer.Option(False, "--lens", help="Add the logit lens: each layer's residual read through the final norm and head."),
+    values: bool = typer.Option(False, "--values", help="Add elided values (first and last few along each axis) of the selected steps."),
+    only: Optional[List[str]] = typer.Option(None, "--only", help="Show only these sections: model, tokens, steps, values, mask, attention, top_k, lens."),
+    batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the tokens, mask, attention and distribution show."),
+    as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs."),
+    export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write the screen as a standalone HTML page."),
+):
+    from tracer.api import load_model
+    from tracer.default_model import default_model_path
+    from tracer.report import RunOptions, build_report, json_view
+    from tracer.report.options import resolve_sections
+
+    if prompts and ids:
+        raise TracerError("give prompt text or --ids, not both")
+    id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
+    if not prompts and not id_rows:
+        raise TracerError("nothing to run: give a prompt or --ids", hint='tracer run "春天来"')
+    m = load_model(model if model is not None else default_model_path(), dtype=dtype)
+    target_id, target_note = resolve_target(target, m.tokenizer)
+    options = RunOptions(
+        batch_row=batch_row, top_k=top_k, position=position, target_id=target_id, target_text=target,
+        target_note=target_note, layer=layer, head=head, layers=parse_layers(layers, m.spec.n_layers),
+        steps=tuple(steps or ()), all_steps=all_steps,
+        sections=resolve_sections(only, lens, values, steps_filter=bool(steps)),
+    )
+    trace = m.run(text=prompts or None, ids=id_rows, keep=tuple(keep) if keep else ("*",), pad_side=pad_side,
+                  special_tokens=not no_special_tokens)
+    report = build_report(trace, options, vocab=vocab_lookup(m.tokenizer), model=m)  # checks the options first
+    if save is not None:
+        trace.save(save)
+    if as_json:
+        print(json.dumps(json_view(report), ensure_ascii=False, indent=1, allow_nan=False))
+    if as_json and export_html is None:
+        return
+    console = make_console(record=export_html is not None)
+    if as_json:
+        console.file = io.StringIO()  # the page is still recorded; stdout carries only the JSON
+    show(console, report)
+    if export_html is not None:
+        export_html.parent.mkdir(parents=True, exist_ok=True)
+        console.save_html(str(export_html))
+
+
+def show(console, report: dict) -> None:
+    """Print the chosen sections in story order, numbered as they appear."""
+    from tracer.render.attention_view import render_attention
+    from tracer.render.distribution_view import render_distribution, render_lens
+    from tracer.render.mask_panel import render_mask
+    from tracer.render.model_card import render_model_card
+    from tracer.render.shape_flow import render_shape_flow
+    from tracer.render.tokens_view import render_tokens
+    from tracer.render.values_view import render_values
+
+    labels = [t["token"] for t in report["tokens"]]
+    views = {
+        "model": lambda n: render_model_card(report["model"], n),
+        "tokens": lambda n: render_tokens(report, n),
+        "steps": lambda n: render_shape_flow(report, n),
+        "values": lambda n: render_values(report["values"], n),
+        "mask": lambda n: render_mask(report["mask"], labels, n),
+        "attention": lambda n: render_attention(report["attention"], n),
+        "top_k": lambda n: render_distribution(report, n),
+        "lens": lambda n: render_lens(report["lens"], n),
+    }
+    for n, section in enumerate(report["sections"], start=1):
+        if n > 1:
+            console.print()
+        console.print(views[section](n))
+
+
+def resolve_target(target: str | None, tokenizer) -> tuple[int | None, str | None]:
+    """--target TEXT -> (token id, note). `id:N` names an id directly; text is tokenized without specials."""
+    if target is None:
+        return None, None
+    if target.startswith("id:"):
+        return parse_int_list(target[3:], "--target id")[0], None
+    if tokenizer is None:
+        if target.strip().isdigit():
+            return int(target), None
+        raise TracerError("--target: this model has no tokenizer, so text cannot be turned into a token",
+                          hint="give the token id, e.g. --target id:42")
+    toks = tokenizer.encode(target, special_tokens=False)
+    if not toks:
+        raise TracerError(f"--target {target!r} gives no tokens")
+    if len(toks) == 1:
+        return toks[0].id, None
+    from tracer.report.tokens import shown_piece
+
+    pieces = " ".join(shown_piece(t.piece, t.bytes.hex(" "), t.special) for t in toks)
+    return toks[0].id, f"{target!r} is {len(toks)} tokens ({pieces}); the rank shown is for the first, which comes next."
+
+
+def parse_layers(text: str | None, n_layers: int) -> tuple[int, ...] | None:
+    """'1,3' or '0-2' (or 'all') -> block indices, checked against the model."""
+    if text is None:
+        return None
+    if text.strip() == "all":
+        return tuple(range(n_layers))
+    chosen: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-") if not part.startswith("-") else (part, "", "")
+        try:
+            span = range(int(lo), int(hi) + 1) if sep else [int(lo)]
+        except ValueError:
+            raise TracerError(f"--layers: {part!r} is not a block number or range like 0-2") from None
+        for i in span:
+            j = i + n_layers if i < 0 else i
+            if not 0 <= j < n_layers:
+                raise TracerError(f"--layers: block {i} is out of range: the model has {n_layers} blocks (0..{n_layers - 1})")
+            chosen.append(j)
+    if not chosen:
+        raise TracerError("--layers is empty")
+    return tuple(sorted(set(chosen)))
+
+
+def vocab_lookup(tokenizer):
+    """id -> {piece, bytes, special}, from the tokenizer when there is one."""
+    from tracer.report.options import ids_only_vocab
+
+    if tokenizer is None:
+        return ids_only_vocab
+
+    def lookup(token_id: int) -> dict:
+        piece = tokenizer.piece(token_id)
+        special = token_id in tokenizer.special_ids
+        return {"piece": piece, "bytes": tokenizer.piece_bytes(piece, special).hex(" "), "special": special}
+
+    return lookup

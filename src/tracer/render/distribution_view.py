@@ -1,0 +1,80 @@
+"""Section 6: the next-token distribution (top-k, target), and section 7: the logit lens."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from tracer.render.theme import DIM, OK, calm, heading, num, piece_text, prob
+
+BAR_WIDTH = 12
+
+
+def bar(p: float, width: int = BAR_WIDTH) -> Text:
+    """A probability as a bar of eighth blocks; the number next to it carries the value."""
+    eighths = round(max(0.0, min(1.0, p)) * width * 8)
+    full, rest = divmod(eighths, 8)
+    return Text("█" * full + ("▏▎▍▌▋▊▉"[rest - 1] if rest else ""), style="cyan")
+
+
+def render_distribution(report: dict, number: int = 6) -> Group:
+    d = report["distribution"]
+    title = f"Next token  after position {d['position']} ({d['after']})"
+    caption = "probs = softmax(logits) at this position: what the model expects to come next. cum = running total."
+    parts: list = [heading(number, title, caption)]
+    if d.get("missing"):
+        parts.append(calm(d["missing"]))
+        return Group(*parts)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, header_style="bold")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("token", no_wrap=True, max_width=20, overflow="ellipsis")
+    table.add_column("id", justify="right", no_wrap=True)
+    table.add_column("logit", justify="right", no_wrap=True)
+    table.add_column("prob", justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True, min_width=2)
+    table.add_column("cum", justify="right", no_wrap=True, style=DIM)
+    target = d.get("target")
+    for t in report["top_k"]:
+        hit = target is not None and t["id"] == target["id"]
+        token = piece_text(t["token"], t["special"])
+        if hit:
+            token.stylize("bold underline")
+        table.add_row(str(t["rank"]), token, str(t["id"]), num(t["logit"]), prob(t["prob"]), bar(t["prob"]), prob(t["cum"]))
+    parts.append(table)
+    summary = Text(f"entropy {d['entropy_bits']:.2f} bits (as uncertain as {d['perplexity']:.1f} equally likely tokens)", style=DIM)
+    parts.append(summary)
+    if target is not None:
+        line = Text("target ", style="bold")
+        line.append(target["token"], style="bold underline")
+        line.append(f" (id {target['id']}): rank {target['rank']}, prob {prob(target['prob'])}, logit {num(target['logit'])}")
+        parts.append(line)
+        if target.get("note"):
+            parts.append(Text(target["note"], style=DIM))
+    return Group(*parts)
+
+
+def render_lens(lens: dict, number: int = 7) -> Group:
+    final = lens.get("final_top") or {}
+    caption = (f"Each layer's residual stream put through the final norm and the head, as if it were the last layer. "
+               f"Watch p({final.get('token', '?')}), the final top token, rise to see where the prediction forms.")
+    parts: list = [heading(number, f"Logit lens  position {lens.get('position')}", caption)]
+    if lens.get("missing"):
+        parts.append(calm(lens["missing"]))
+        return Group(*parts)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, header_style="bold")
+    table.add_column("after", no_wrap=True)
+    table.add_column("top token", no_wrap=True, max_width=20, overflow="ellipsis")
+    table.add_column("p(top)", justify="right", no_wrap=True)
+    table.add_column(Text(f"p({final.get('token', '?')})"), justify="right", no_wrap=True, max_width=16)
+    table.add_column("", no_wrap=True)
+    table.add_column("rank", justify="right", no_wrap=True, style=DIM)
+    for r in lens["layers"]:
+        where = "embedding" if r["layer"] == "embed" else f"block {r['layer']}"
+        top = piece_text(r["top"]["token"], r["top"]["special"])
+        if r["top_id"] == final.get("id"):
+            top.stylize(OK)
+        table.add_row(where, top, prob(r["top_prob"]), prob(r["final_top_prob"]), bar(r["final_top_prob"]), str(r["final_top_rank"]))
+    parts.append(table)
+    return Group(*parts)

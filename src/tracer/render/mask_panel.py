@@ -1,0 +1,110 @@
+"""Section 4: how this run's attention mask was built, broadcast onto the scores, and its keep grid."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from tracer.render.side_by_side import Panel, SideBySide
+from tracer.render.theme import BLOCK_CELL, DIM, KEEP_CELL, OK, WARN, calm, heading, named_shape, rows_phrase, short
+
+MAX_GRID = 20  # positions shown per axis before the middle is elided
+MAX_PART_GRID = 16  # longer inputs show only the combined grid; the parts are described above it
+LABEL_WIDTH = 10
+
+
+def grid_indices(n: int, limit: int = MAX_GRID) -> list[int | None]:
+    """All positions, or the first few and the last many (the last queries matter most); None marks the gap."""
+    if n <= limit:
+        return list(range(n))
+    head = limit // 4
+    return list(range(head)) + [None] + list(range(n - (limit - head), n))
+
+
+def key_header(idx: list[int | None], n: int) -> Text:
+    digit = (lambda k: str(k % 10)) if n > 10 else str  # noqa: E731
+    return Text(" ".join("⋯" if k is None else digit(k) for k in idx), style=DIM)
+
+
+def grid_row(cells: list[bool], idx: list[int | None]) -> Text:
+    t = Text()
+    for n, k in enumerate(idx):
+        if n:
+            t.append(" ")
+        if k is None:
+            t.append("⋯", style=DIM)
+        elif cells[k]:
+            t.append(KEEP_CELL, style=OK)
+        else:
+            t.append(BLOCK_CELL, style=DIM)
+    return t
+
+
+def query_label(pos: int, token: str) -> Text:
+    t = Text(f"{pos:>2} ", style=DIM)
+    t.append(short(token, LABEL_WIDTH))
+    return t
+
+
+def mask_grids(grids: dict[str, list[list[bool]]], labels: list[str], flagged: set[int], titles: dict[str, str]) -> SideBySide:
+    """The parts and their combination side by side, query rows labelled with tokens, flagged rows marked."""
+    n = len(labels)
+    idx = grid_indices(n)
+    row_labels = [None if q is None else query_label(q, labels[q]) for q in idx]
+    panels = [Panel(Text(titles.get(name, name), style="bold"), key_header(idx, n),
+                    [None if q is None else grid_row(g[q], idx) for q in idx]) for name, g in grids.items()]
+    after = [Text("⚠ no key", style=WARN) if q in flagged else Text("") for q in idx] if flagged else None
+    return SideBySide(row_labels, panels, after)
+
+
+def _build_lines(mask: dict) -> Table:
+    lines = Table.grid(padding=(0, 2))
+    lines.add_column(style="bold", no_wrap=True)
+    lines.add_column(overflow="fold")
+    for p in mask["parts"]:
+        what = Text(p["rule"])
+        what.append(f"\n{p['dtype']} {named_shape(p['axes'], p['shape'])}, as {p['broadcast']}", style=DIM)
+        lines.add_row(p["name"], what)
+    scores = named_shape(["batch", "heads", "q_len", "kv_len"], mask["scores_shape"])
+    heads = mask["scores_shape"][1]
+    keep = Text(mask["combine"])
+    keep.append(f"  {mask['dtype']} {named_shape(mask['axes'], mask['shape'])}, broadcast over heads={heads}", style=DIM)
+    keep.append(f"\nmasked_scores = where(keep, scores, -inf), scores {scores}", style=DIM)
+    lines.add_row("keep", keep)
+    return lines
+
+
+def render_mask(mask: dict, labels: list[str], number: int = 4) -> Group:
+    sharing = mask["layers_sharing"]
+    if sharing == "all":
+        title = f"Mask  layer {mask['layer']} (the same for all layers)"
+    elif len(sharing) > 1:
+        title = f"Mask  layer {mask['layer']} (the same for layers {', '.join(map(str, sharing))})"
+    else:
+        title = f"Mask  layer {mask['layer']} (this layer only)"
+    if mask["source"] == "override":
+        parts: list = [heading(number, title, f"Given from outside: {mask.get('note') or 'a mask override'}.")]
+        if not mask["grids"]:
+            parts.append(calm("the mask step was kept as statistics only; add --keep '*.attn.mask' to see its grid"))
+            return Group(*parts)
+    else:
+        parts = [heading(number, title, "Built from these parts, each broadcast to [batch, heads, q_len, kv_len], then combined with AND:"),
+                 _build_lines(mask)]
+    grids = mask["grids"]
+    if len(mask.get("parts", [])) < 2 or len(labels) > MAX_PART_GRID:  # the keep grid alone says it all
+        grids = {"keep": grids["keep"]} if "keep" in grids else grids
+    titles = {"keep": "keep (all combined)" if len(grids) > 1 else "keep"}
+    flagged = set(mask.get("fully_masked_rows", []))
+    parts.append(mask_grids(grids, labels, flagged, titles))
+    caption = (f"{KEEP_CELL} = the query (row) may attend to the key (column); {BLOCK_CELL} = blocked. "
+               f"Batch row {mask['batch_row']}.")
+    parts.append(Text(caption, style=DIM))
+    if flagged:
+        which = rows_phrase(sorted(flagged), "query row")
+        verb = "has" if len(flagged) == 1 else "have"
+        parts.append(Text(f"⚠ {which} {verb} no key to attend to: the weights there are all zero (flagged, not NaN).",
+                          style=WARN))
+    if mask.get("matches_recorded") is False:
+        parts.append(Text("⚠ the recorded attn.mask differs from the mask rebuilt here", style=WARN))
+    return Group(*parts)

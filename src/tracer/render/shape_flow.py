@@ -1,0 +1,137 @@
+"""Section 3: the shape flow, one row per step in order: name, op, input shapes -> output shape, statistics."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+from tracer.render.theme import DIM, WARN, bare_shape, heading, named_shape, stats_text
+
+_SHORT_INPUT = {"input.mask": "mask", "input.ids": "ids", "input.positions": "positions"}
+
+
+def _local(name: str, block: int | None, indent: bool) -> str:
+    """Inside an unfolded block the `blocks.i.` prefix is the group label, so rows show the rest."""
+    if block is None or not indent:
+        return name
+    return "  " + name.split(".", 2)[2]
+
+
+def _input_label(name: str) -> str:
+    return _SHORT_INPUT.get(name, name.rsplit(".", 1)[-1] if name.startswith("blocks.") else name)
+
+
+def _shape_cell(r: dict, compute_dtype: str | None) -> Text:
+    """`[1,3,32] -> [batch=1, heads=4, pos=3, d_head=8]`: inputs only when the shape changes."""
+    out = Text()
+    ins = r["inputs"]
+    changed = any(i["shape"] != r["shape"] for i in ins)
+    if changed:
+        for n, i in enumerate(ins):
+            if n:
+                out.append(" ")
+            if len(ins) > 1:
+                out.append(_input_label(i["name"]), style=DIM)
+            out.append(bare_shape(i["shape"]), style=DIM)
+            if r.get("kv_repeat") and i["name"].rsplit(".", 1)[-1] in ("k", "k_rot", "v"):
+                out.append(f"×{r['kv_repeat']}", style="bold")
+        out.append("\n→ " if len(ins) > 1 else " → ", style=DIM)  # several inputs: the output on its own line
+    out.append(named_shape(r["axes"], r["shape"]))
+    if r["dtype"] != compute_dtype:
+        out.append(f" {r['dtype']}", style=DIM)
+    return out
+
+
+def _caption(flow: dict) -> str:
+    if flow["mode"] == "filtered":
+        return f"Only steps matching {', '.join(flow['globs'])}, in execution order; stats are μ mean, σ std, [min, max]."
+    folded = flow["folded"]
+    text = "Each row is one recorded step, in order; shapes name their axes; stats are μ mean, σ std, [min, max]."
+    if folded:
+        which = f"Blocks {_ranges(folded)} are folded to their outputs" if len(folded) > 1 else f"Block {folded[0]} is folded to its output"
+        text += f" {which} (--layers N, --steps GLOB or --all unfold)."
+    return text
+
+
+def _ranges(blocks: list[int]) -> str:
+    if len(blocks) > 1 and blocks == list(range(blocks[0], blocks[-1] + 1)):
+        return f"{blocks[0]}–{blocks[-1]}"
+    return ", ".join(map(str, blocks))
+
+
+def _fold_row(r: dict, stacked: bool) -> list:
+    last = r["last"]
+    name = Text(f"blocks.{r['block']}", style="bold")
+    name.append(" ⋯", style=DIM)
+    same = f"as block {r['reference']}" if r["same_shapes"] else "shapes differ from the unfolded block"
+    op = Text(f"{last['name'].split('.', 2)[2]}; {r['n_steps']} steps folded, {same}", style=DIM)
+    stats = stats_text(last["stats"], last["dtype"], last["shape"], stacked=stacked)
+    for bad in r["non_finite"]:
+        stats.append(f"  ⚠ {bad['name']}: {bad['nan']} NaN {bad['inf']} inf", style=WARN)
+    return [name, op, Text(named_shape(last["axes"], last["shape"])), stats]
+
+
+WIDE = 150  # from here every step fits on one line: step | op | in -> out | stats
+NARROW = 80  # below this the stats go under the op, in the same column as the shape
+
+
+class FlowTable:
+    """The step table, laid out for the width it is given (wide: one line per step; else stacked cells)."""
+
+    def __init__(self, rows: list[dict], compute: str | None, indent: bool):
+        self.rows, self.compute, self.indent = rows, compute, indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        layout = "wide" if width >= WIDE else "medium" if width >= NARROW else "narrow"
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, header_style="bold")
+        table.add_column("step", no_wrap=True, overflow="ellipsis", max_width=30 if layout != "narrow" else 20)
+        headers = {"wide": ["op", "in → out", "stats"], "medium": ["in → out, then op", "stats"],
+                   "narrow": ["in → out, op, stats"]}[layout]
+        for n, header in enumerate(headers):
+            kept_whole = n == len(headers) - 1 and layout != "narrow"
+            kept_whole = kept_whole or (layout == "wide" and n == 1)  # wide: shapes keep one line too
+            flexible = n == 0  # the op (wide) or the stacked cell: it wraps so the rest need not
+            table.add_column(header, no_wrap=kept_whole, overflow="fold",
+                             ratio=1 if flexible else None)
+        current_block = None
+        for r in self.rows:
+            if r["kind"] == "gap":
+                cells = [Text(f"⋮ blocks {_ranges(r['blocks'])}", style=DIM), Text("folded (--layers to open)", style=DIM)]
+                table.add_row(*cells)
+                continue
+            if r["kind"] == "fold":
+                name, op, shape, stats = _fold_row(r, stacked=layout == "medium")
+                current_block = None
+            else:
+                block = r["block"]
+                if self.indent and block is not None and block != current_block:
+                    table.add_row(Text(f"blocks.{block}", style="bold"))
+                current_block = block
+                name = Text(_local(r["name"], block, self.indent))
+                op, shape = Text(r["op"], style=DIM), _shape_cell(r, self.compute)
+                stats = stats_text(r["stats"], r["dtype"], r["shape"], blocked=r["name"].endswith("masked_scores"),
+                                   stacked=layout == "medium")
+            if layout == "wide":
+                table.add_row(name, op, shape, stats)
+            elif layout == "medium":
+                table.add_row(name, _stack(shape, op), stats)
+            else:
+                table.add_row(name, _stack(_stack(shape, op), stats))
+        yield table
+
+
+def _stack(first: Text, second: Text) -> Text:
+    return Text.assemble(first, "\n", second)
+
+
+def render_shape_flow(report: dict, number: int = 3) -> Group:
+    flow = report["flow"]
+    parts: list = [heading(number, "Shape flow", _caption(flow))]
+    if not flow["rows"]:
+        parts.append(Text(f"  no step matches {', '.join(flow.get('globs', []))}; `tracer steps` lists the names", style=DIM))
+        return Group(*parts)
+    parts.append(FlowTable(flow["rows"], report.get("dtype"), indent=flow["mode"] != "filtered"))
+    return Group(*parts)

@@ -1,0 +1,89 @@
+"""The model card: what kind of transformer this is, in the words a person would use."""
+
+from __future__ import annotations
+
+STORAGE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
+                 "U8": "uint8", "BOOL": "bool"}
+NORM_NAMES = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
+ACTIVATION_NAMES = {"silu": "SiLU", "gelu": "GELU", "gelu_tanh": "GELU (tanh)", "relu": "ReLU"}
+
+
+def route(spec: dict) -> str:
+    return "decoder, causal mask" if spec.get("causal", True) else "encoder, bidirectional"
+
+
+def norm_text(spec: dict) -> str:
+    kind = NORM_NAMES.get(spec.get("norm"), spec.get("norm", "?"))
+    offset = " x*(1+w)" if spec.get("norm_offset") else ""
+    return f"{spec.get('norm_placement', 'pre')}-norm {kind}{offset}, eps {spec.get('norm_eps', 0):g}"
+
+
+def positions_text(spec: dict) -> str:
+    kind = spec.get("positions")
+    if kind == "learned":
+        off = spec.get("position_offset") or 0
+        return "learned absolute" + (f" (table offset {off})" if off else "")
+    if kind == "rotary":
+        rope = spec.get("rope") or {}
+        text = f"rotary, theta {rope.get('theta', 0):,.0f}"
+        if rope.get("rotary_dim") and rope["rotary_dim"] != spec.get("d_head"):
+            text += f", first {rope['rotary_dim']} of {spec.get('d_head')} dims"
+        if rope.get("scaling", "default") != "default":
+            text += f", {rope['scaling']} scaling x{rope.get('factor', 1):g}"
+        return text
+    return {"sinusoidal": "sinusoidal", "alibi": "ALiBi (linear bias on scores)",
+            "relative": "relative position bias"}.get(kind, str(kind))
+
+
+def attention_text(spec: dict) -> str:
+    h, kv = spec["n_heads"], spec["n_kv_heads"]
+    if kv == h:
+        text = "multi-head"
+    elif kv == 1:
+        text = f"multi-query: 1 kv head for {h} query heads"
+    else:
+        text = f"grouped-query: {h // kv} query heads per kv head"
+    windows = [w for w in spec.get("sliding_window") or () if w is not None]
+    if windows:
+        n = len(windows)
+        text += f"; sliding window {min(windows)}" + (f" on {n} of {spec['n_layers']} layers" if n < spec["n_layers"] else "")
+    return text
+
+
+def mlp_text(spec: dict) -> str:
+    act = ACTIVATION_NAMES.get(spec.get("activation"), spec.get("activation", "?"))
+    return f"gated {act}" if spec.get("mlp") == "gated" else act
+
+
+def storage_text(storage: dict) -> str:
+    if not storage:
+        return "?"
+    names = {STORAGE_NAMES.get(k, k): v for k, v in storage.items()}
+    if len(names) == 1:
+        return next(iter(names))
+    return ", ".join(f"{k} ({v})" for k, v in sorted(names.items(), key=lambda kv: -kv[1]))
+
+
+def params_text(n: int | None) -> str:
+    if not n:
+        return "?"
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g}{unit} ({n:,})"
+    return f"{n:,}"
+
+
+def model_card(meta: dict) -> dict:
+    m = meta.get("model", {})
+    spec = m.get("spec", {})
+    return {
+        "name": m.get("name"), "family": m.get("family", spec.get("family")),
+        "route": route(spec), "norm": norm_text(spec), "norm_placement": spec.get("norm_placement", "pre"),
+        "positions": positions_text(spec), "attention": attention_text(spec),
+        "mlp": mlp_text(spec), "residual": spec.get("residual", "sequential"),
+        "d_model": spec.get("d_model"), "n_layers": spec.get("n_layers"), "n_heads": spec.get("n_heads"),
+        "n_kv_heads": spec.get("n_kv_heads"), "d_head": spec.get("d_head"), "d_ff": spec.get("d_ff"),
+        "vocab": spec.get("vocab_size"), "n_params": m.get("n_params"), "params": params_text(m.get("n_params")),
+        "weight_dtype": storage_text(m.get("storage_dtypes") or {}), "compute_dtype": meta.get("dtype"),
+        "tied_embeddings": spec.get("tied_embeddings"),
+    }

@@ -1,0 +1,152 @@
+"""The shape flow: every step with its inputs, and which blocks the screen folds.
+
+A Step does not record its inputs; they follow from the architecture (norm
+placement, residual kind), so they are derived here from the step names and
+the spec in the trace's metadata.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tracer.steps import block_of, matches
+
+_BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
+
+
+def step_inputs(name: str, present: set[str], spec: dict) -> list[str]:
+    """The steps whose tensors this step is computed from (those present in the trace)."""
+    m = _BLOCK.match(name)
+    if m is None:
+        return [n for n in _outer_inputs(name, present, spec) if n in present]
+    i, local = int(m.group(1)), m.group(2)
+    p = f"blocks.{i}."
+    x = "embed.out" if i == 0 else f"blocks.{i - 1}.resid_post"
+    post = spec.get("norm_placement") == "post"
+    parallel = spec.get("residual") == "parallel"
+    attn_in = x if post else p + "ln1.out"
+    mlp_in = p + "ln1.out" if post else p + "ln2.out"
+    rot = lambda s: p + f"attn.{s}_rot" if p + f"attn.{s}_rot" in present else p + f"attn.{s}"  # noqa: E731
+    table = {
+        "ln1.out": [p + "resid_mid"] if post else [x],
+        "attn.q": [attn_in], "attn.k": [attn_in], "attn.v": [attn_in],
+        "attn.q_rot": [p + "attn.q"], "attn.k_rot": [p + "attn.k"],
+        "attn.scores": [rot("q"), rot("k")],
+        "attn.mask": ["input.mask"],
+        "attn.masked_scores": [p + "attn.scores", p + "attn.mask"],
+        "attn.weights": [p + "attn.masked_scores"],
+        "attn.z": [p + "attn.weights", p + "attn.v"],
+        "attn.out": [p + "attn.z"],
+        "resid_mid": [x, p + "attn.out"],
+        "ln2.out": [x] if parallel else [p + "resid_mid"],
+        "mlp.pre": [mlp_in], "mlp.up": [mlp_in],
+        "mlp.post": [p + "mlp.pre", p + "mlp.up"],
+        "mlp.out": [p + "mlp.post"],
+        "resid_post": ([x, p + "attn.out", p + "mlp.out"] if parallel
+                       else [p + "ln1.out", p + "mlp.out"] if post else [p + "resid_mid", p + "mlp.out"]),
+    }
+    return [n for n in table.get(local, []) if n in present]
+
+
+def _outer_inputs(name: str, present: set[str], spec: dict) -> list[str]:
+    n_layers = spec.get("n_layers", 0)
+    last = f"blocks.{n_layers - 1}.resid_post" if n_layers else "embed.out"
+    return {
+        "embed.tokens": ["input.ids"],
+        "embed.positions": ["input.positions"],
+        "embed.out": ["embed.tokens", "embed.positions"],
+        "final_norm.out": [last],
+        "logits": ["final_norm.out" if "final_norm.out" in present else last],
+        "probs": ["logits"],
+    }.get(name, [])
+
+
+def kv_repeat(name: str, spec: dict) -> int | None:
+    """Grouped-query attention: where each kv head is shared by `group` query heads (scores and z)."""
+    heads, kv = spec.get("n_heads"), spec.get("n_kv_heads")
+    if not heads or not kv or heads == kv:
+        return None
+    return heads // kv if name.endswith(("attn.scores", "attn.z")) else None
+
+
+def step_records(trace, spec: dict) -> list[dict]:
+    """Every step, JSON-ready: name, op, axes, shape, dtype, stats, inputs and their shapes."""
+    present = set(trace.names())
+    shapes = {s.name: list(s.shape) for s in trace.steps}
+    out = []
+    for s in trace.steps:
+        ins = step_inputs(s.name, present, spec)
+        out.append({
+            "name": s.name, "op": s.op, "axes": list(s.axes), "shape": list(s.shape), "dtype": s.dtype,
+            "kept": s.kept, "stats": s.stats, "hf_module": s.hf_module, "block": block_of(s.name),
+            "inputs": [{"name": n, "shape": shapes[n]} for n in ins],
+            "kv_repeat": kv_repeat(s.name, spec),
+        })
+    return out
+
+
+MAX_FOLDED_ROWS = 8
+
+
+def flow_plan(records: list[dict], globs: tuple[str, ...], all_steps: bool, layers: tuple[int, ...] | None) -> dict:
+    """Which rows the screen shows: steps in full, and one summary row per folded block.
+
+    Default: block 0 in full, later blocks folded to their resid_post. `layers` picks the
+    blocks shown in full, `globs` shows only matching steps, `all_steps` unfolds everything.
+    """
+    if globs:
+        chosen = [r for r in records if matches(r["name"], globs)]
+        return {"mode": "filtered", "globs": list(globs), "rows": [{"kind": "step", **r} for r in chosen], "folded": []}
+    blocks = sorted({r["block"] for r in records if r["block"] is not None})
+    full = set(blocks) if all_steps else set(layers) if layers is not None else set(blocks[:1])
+    rows, folded = [], []
+    by_block: dict[int, list[dict]] = {}
+    for r in records:
+        b = r["block"]
+        if b is None or b in full:
+            rows.append({"kind": "step", **r})
+            continue
+        if b not in by_block:
+            by_block[b] = []
+            rows.append({"kind": "fold", "block": b})
+            folded.append(b)
+        by_block[b].append(r)
+    reference = next((b for b in blocks if b in full), None)
+    ref_shapes = [r["shape"] for r in records if r["block"] == reference]
+    for row in rows:
+        if row["kind"] == "fold":
+            row.update(_fold_summary(row["block"], by_block[row["block"]], ref_shapes, reference))
+    rows = _cap_folded(rows)
+    mode = "all" if all_steps else "layers" if layers is not None else "default"
+    return {"mode": mode, "rows": rows, "folded": folded, "full_blocks": sorted(full)}
+
+
+def _fold_summary(block: int, steps: list[dict], ref_shapes: list[list[int]], reference: int | None) -> dict:
+    last = steps[-1]
+    bad = [(s["name"], s["stats"].get("nan", 0), s["stats"].get("inf", 0)) for s in steps
+           if s["stats"].get("nan", 0) or (s["stats"].get("inf", 0) and not s["name"].endswith("masked_scores"))]
+    return {
+        "n_steps": len(steps),
+        "same_shapes": reference is not None and [s["shape"] for s in steps] == ref_shapes,
+        "reference": reference,
+        "last": last,
+        "non_finite": [{"name": n, "nan": a, "inf": b} for n, a, b in bad],
+    }
+
+
+def _cap_folded(rows: list[dict]) -> list[dict]:
+    """Many folded blocks: keep the first and last few summary rows and say how many were skipped."""
+    folds = [i for i, r in enumerate(rows) if r["kind"] == "fold"]
+    if len(folds) <= MAX_FOLDED_ROWS:
+        return rows
+    keep = set(folds[: MAX_FOLDED_ROWS // 2] + folds[-MAX_FOLDED_ROWS // 2 :])
+    hidden = [rows[i]["block"] for i in folds if i not in keep]
+    out, gap_done = [], False
+    for i, r in enumerate(rows):
+        if r["kind"] == "fold" and i not in keep:
+            if not gap_done:
+                out.append({"kind": "gap", "blocks": hidden})
+                gap_done = True
+            continue
+        out.append(r)
+    return out

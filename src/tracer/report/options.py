@@ -1,0 +1,61 @@
+"""What a person asked `tracer run` to show: sections, filters, and where to look."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from tracer.errors import TracerError
+
+# Screen order. `top_k` is the next-token distribution; `lens` and `values` are opt-in.
+SECTIONS = ("model", "tokens", "steps", "values", "mask", "attention", "top_k", "lens")
+DEFAULT_SECTIONS = ("model", "tokens", "steps", "mask", "attention", "top_k")
+ALIASES = {"card": "model", "shapes": "steps", "flow": "steps", "top": "top_k", "topk": "top_k",
+           "distribution": "top_k", "next": "top_k", "attn": "attention", "value": "values"}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    batch_row: int = 0
+    top_k: int = 10
+    position: int | None = None  # None: the last real token of the batch row
+    target_id: int | None = None  # resolved from --target by the command (it has the tokenizer)
+    target_text: str | None = None
+    target_note: str | None = None
+    layer: int | None = None  # attention and mask layer; None: the last
+    head: int | None = None  # None: all heads, compactly
+    layers: tuple[int, ...] | None = None  # blocks shown in full in the shape flow; None: block 0
+    steps: tuple[str, ...] = ()  # globs: show only these steps
+    all_steps: bool = False  # unfold every block
+    sections: tuple[str, ...] = DEFAULT_SECTIONS
+
+
+def resolve_sections(only: list[str] | None, lens: bool, values: bool, steps_filter: bool) -> tuple[str, ...]:
+    """--only names the sections; otherwise the default story, narrowed to the steps when --steps filters.
+
+    --steps means "show me these steps": the engineer looking for one number gets the step table (and
+    the values with --values) instead of the whole story around it.
+    """
+    if only:
+        chosen = []
+        for item in only:
+            for word in item.replace(",", " ").split():
+                name = ALIASES.get(word.lower(), word.lower())
+                if name not in SECTIONS:
+                    raise TracerError(f"--only: unknown section {word!r}", hint="choose from " + ", ".join(SECTIONS))
+                chosen.append(name)
+    else:
+        chosen = ["steps"] if steps_filter else list(DEFAULT_SECTIONS)
+    if lens:
+        chosen.append("lens")
+    if values:
+        chosen.append("values")
+    return tuple(s for s in SECTIONS if s in chosen)
+
+
+VocabLookup = Callable[[int], dict]  # id -> {"piece": str, "bytes": hex str, "special": bool}
+
+
+def ids_only_vocab(token_id: int) -> dict:
+    """Without a tokenizer the only name a token has is its id."""
+    return {"piece": f"<{token_id}>", "bytes": "", "special": False}
