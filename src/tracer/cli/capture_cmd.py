@@ -1,0 +1,92 @@
+"""`tracer capture`: record transformers' own eager forward under tracer's step names (needs torch + transformers)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from tracer.cli.common import handle_errors, make_console, parse_int_list
+from tracer.errors import TracerError
+
+CAPTURE_HELP = """Run a checkpoint folder in transformers (eager attention, float32) and save a trace under tracer's step names.
+
+The trace is the trusted reference for tracer diff. Needs the optional extra: pip install 'tracer\\[torch]'.
+
+Examples:
+
+  tracer capture model/ "春天来" -o hf.safetensors
+
+  tracer capture model/ --ids 5,17,42 -o hf.safetensors
+
+  tracer diff hf.safetensors model/
+"""
+
+INSTALL_HINT = "pip install 'tracer[torch]' (torch==2.13.0 and transformers==5.24.0)"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("capture", help=CAPTURE_HELP)(capture)
+
+
+@handle_errors
+def capture(
+    model_dir: Path = typer.Argument(..., metavar="MODEL_DIR", help="Checkpoint folder (config.json, *.safetensors, tokenizer.json).", show_default=False),
+    prompts: Optional[List[str]] = typer.Argument(None, metavar="TEXT", help="Prompt text; several prompts form a padded batch.", show_default=False),
+    ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids, comma separated; repeat for a batch."),
+    output: Path = typer.Option(..., "--output", "-o", help="Trace file to write (.safetensors).", show_default=False),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 or float64."),
+    keep: Optional[List[str]] = typer.Option(None, "--keep", help="Glob of steps whose tensors are kept (repeatable). Default: all."),
+    pad_side: str = typer.Option("right", "--pad-side", help="Where a batch is padded: left or right."),
+    no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS/EOS/CLS."),
+):
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise TracerError(f"tracer capture needs torch and transformers ({' and '.join(missing)} not installed)", hint=INSTALL_HINT)
+    if prompts and ids:
+        raise TracerError("give prompt text or --ids, not both")
+    if not prompts and not ids:
+        raise TracerError("nothing to run: give a prompt or --ids", hint=f'tracer capture {model_dir} "春天来" -o hf.safetensors')
+    if not (model_dir / "config.json").is_file():
+        raise TracerError(f"{model_dir}: not a checkpoint folder (no config.json)")
+    id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
+    inputs = batch_inputs(model_dir, prompts, id_rows, pad_side, not no_special_tokens)
+
+    from tracer.capture.hf import capture as hf_capture
+
+    trace = hf_capture(model_dir, inputs.ids.tolist(), attention_mask=inputs.attention_mask.tolist(),
+                       position_ids=inputs.positions.tolist(), dtype=dtype, keep=tuple(keep) if keep else ("*",))
+    if prompts:
+        trace.meta["prompts"] = list(prompts)
+    trace.save(output)
+    kept = sum(1 for s in trace.steps if s.kept)
+    make_console().print(f"wrote {len(trace.steps)} steps ({kept} tensors) to {output}", markup=False)
+
+
+def batch_inputs(model_dir: Path, prompts, id_rows, pad_side: str, special_tokens: bool):
+    """The same padded ids, mask and positions tracer's own run would use, with only the tokenizer loaded."""
+    from tracer.batch import pad_rows, rows_from_ids, rows_from_text
+    from tracer.checkpoint.tokenizer import Tokenizer
+
+    tok_path = model_dir / "tokenizer.json"
+    tokenizer = Tokenizer(tok_path) if tok_path.is_file() else None
+    config = _read_json(model_dir / "config.json")
+    vocab = int(config.get("vocab_size") or (config.get("text_config") or {}).get("vocab_size") or 2**62)
+    if prompts:
+        rows, _ = rows_from_text(list(prompts), tokenizer, special_tokens)
+    else:
+        rows = rows_from_ids(id_rows, tokenizer, vocab)
+    pad = config.get("pad_token_id")
+    inputs, _ = pad_rows(rows, pad if isinstance(pad, int) and 0 <= pad < vocab else 0, pad_side)
+    return inputs
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        raise TracerError(f"{path}: not readable JSON") from None
+    return data if isinstance(data, dict) else {}

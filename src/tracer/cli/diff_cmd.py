@@ -1,0 +1,177 @@
+"""`tracer diff A B [TEXT]`: the first step where two runs disagree. Exit 0 match, 1 diverged, 2 error."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+import numpy as np
+import typer
+
+from tracer.cli.common import handle_errors, make_console, parse_int_list
+from tracer.diff.compare import DEFAULT_ATOL, DEFAULT_RTOL
+from tracer.errors import TracerError
+
+DIFF_HELP = f"""Find the first step where two runs disagree.
+
+A is the reference, B is checked against it. Each is a trace file (.safetensors, from tracer run --save, tracer capture, or your own PyTorch dump) or a checkpoint folder (run on TEXT or --ids, or on the other file's input.ids; two folders also get a weight diff).
+
+A step passes when every cell has |B - A| <= atol + rtol*|A| and NaN/inf sit in the same cells. The defaults (atol {DEFAULT_ATOL:g}, rtol {DEFAULT_RTOL:g}) suit float32 against float32. bf16: --atol 1e-1 --rtol 5e-2 and read NMSE and growth; fp16: --atol 3e-2 --rtol 1e-2; float64 against float64: --atol 1e-10 --rtol 1e-8.
+
+Exit status: 0 within tolerance, 1 diverged, 2 error.
+
+Examples:
+
+  tracer diff ref.safetensors mine.safetensors
+
+  tracer diff model-v1/ model-v2/ "春天来"
+
+  tracer diff model/ port-dump.safetensors
+
+  tracer diff ref.safetensors port-dump.safetensors --names hf
+
+  tracer diff ref.safetensors tl-cache.safetensors --names tl --json
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("diff", help=DIFF_HELP)(diff)
+
+
+@handle_errors
+def diff(
+    a: Path = typer.Argument(..., metavar="A", help="Reference: a trace file or a checkpoint folder.", show_default=False),
+    b: Path = typer.Argument(..., metavar="B", help="Checked against A: a trace file or a checkpoint folder.", show_default=False),
+    text: Optional[str] = typer.Argument(None, metavar="TEXT", help="Prompt to run when A or B is a checkpoint folder.", show_default=False),
+    ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids for folders, comma separated; repeat for a batch."),
+    names: str = typer.Option("identity", "--names", help="How B's tensor names map to step names: identity, hf (transformers module names), tl (TransformerLens hook names), or a JSON/TOML map file."),
+    atol: float = typer.Option(DEFAULT_ATOL, "--atol", help="Absolute tolerance."),
+    rtol: float = typer.Option(DEFAULT_RTOL, "--rtol", help="Tolerance relative to |A|."),
+    steps: Optional[List[str]] = typer.Option(None, "--steps", help="Only steps matching this glob (repeatable), e.g. 'blocks.3.*'."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole diff as JSON (first_divergence, steps, blocks, ...)."),
+    show_all: bool = typer.Option(False, "--all", help="Show every step in the table."),
+    top_k: int = typer.Option(5, "--top-k", help="k of the top-k overlap on logits and probs."),
+    dtype: str = typer.Option("float32", "--dtype", help="Compute dtype when running checkpoint folders: float32 or float64."),
+):
+    from tracer.diff import diff_traces, report_json
+    from tracer.render.diff_view import render_diff
+
+    if atol < 0 or rtol < 0:
+        raise TracerError("--atol and --rtol must be >= 0")
+    if top_k < 1:
+        raise TracerError("--top-k must be at least 1")
+    id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
+    if text is not None and id_rows:
+        raise TracerError("give TEXT or --ids, not both")
+    step_globs = tuple(g for s in steps for g in s.split(",") if g) if steps else None
+    with np.errstate(over="ignore", invalid="ignore"):  # statistics of dtype-minimum masks overflow float32 sums
+        sides = load_sides(a, b, text, id_rows, dtype)
+        report = diff_traces(sides.ref, sides.mine, names=names, atol=atol, rtol=rtol, steps=step_globs, top_k=top_k,
+                             ref_label=str(a), mine_label=str(b))
+    if not report.compared and not report.diverged:
+        raise nothing_compared(sides.ref, sides.mine, names)
+    if sides.models is not None:
+        add_folder_extras(report, sides, a, b)
+    if as_json:
+        sys.stdout.write(json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n")
+    else:
+        render_diff(make_console(), report, show_all=show_all)
+    raise typer.Exit(1 if report.diverged else 0)
+
+
+@dataclass
+class Sides:
+    ref: object  # Trace
+    mine: object  # Trace
+    models: tuple | None = None  # (model_a, model_b) when both are checkpoint folders
+
+
+def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | None, dtype: str) -> Sides:
+    """Both sides as Traces; folders are run on the same input (TEXT, --ids, or the other side's input.ids)."""
+    from tracer.trace import Trace
+
+    for p in (a, b):
+        if not p.exists():
+            raise TracerError(f"{p}: no such file or folder")
+    if a.is_dir() and b.is_dir():
+        if text is None and not id_rows:
+            raise TracerError("two checkpoint folders need an input", hint=f'tracer diff {a} {b} "春天来" (or --ids 5,17,42)')
+        model_a, model_b = _load(a, dtype), _load(b, dtype)
+        ref = _run(model_a, text, id_rows)
+        pad_side = "right"
+        if text is not None and model_b.tokenizer is None:  # B cannot tokenize: give it A's ids
+            (id_rows, pad_side), text = _input_of(ref), None
+        return Sides(ref, _run(model_b, text, id_rows, pad_side), (model_a, model_b))
+    if a.is_dir() or b.is_dir():
+        folder, file = (a, b) if a.is_dir() else (b, a)
+        trace = Trace.load(file)
+        pad_side = "right"
+        if text is None and not id_rows:
+            taken = _input_of(trace)
+            if taken is None:
+                raise TracerError(f"{file} has no input.ids to run {folder} on", hint="give TEXT or --ids")
+            id_rows, pad_side = taken
+        ran = _run(_load(folder, dtype), text, id_rows, pad_side)
+        return Sides(ran, trace) if a.is_dir() else Sides(trace, ran)
+    if text is not None or id_rows:
+        raise TracerError("TEXT and --ids are for checkpoint folders; both A and B are trace files")
+    return Sides(Trace.load(a), Trace.load(b))
+
+
+def _load(folder: Path, dtype: str):
+    from tracer.api import load_model
+
+    return load_model(folder, dtype=dtype)
+
+
+def _run(model, text, id_rows, pad_side: str = "right"):
+    if text is not None:
+        return model.run(text=text)
+    return model.run(ids=id_rows, pad_side=pad_side)
+
+
+def _input_of(trace) -> tuple[list[list[int]], str] | None:
+    """A trace's real token ids per row (padding dropped) and its padding side; None without input.ids."""
+    if "input.ids" not in trace or trace.step("input.ids").array is None:
+        return None
+    ids = trace["input.ids"]
+    mask = trace["input.mask"] if "input.mask" in trace and trace.step("input.mask").array is not None else None
+    if mask is None or mask.all():
+        return [[int(i) for i in row] for row in ids], "right"
+    side = "left" if (mask[:, 0] == 0).any() else "right"
+    return [[int(i) for i, keep in zip(row, keeps) if keep] for row, keeps in zip(ids, mask)], side
+
+
+def nothing_compared(ref, mine, names: str) -> TracerError:
+    ref_names, mine_names = ref.names()[:3], mine.names()[:3]
+    return TracerError(
+        f"no step has a tensor on both sides (A: {', '.join(ref_names) or 'nothing'} ...; B: {', '.join(mine_names) or 'nothing'} ...)",
+        hint="pick the name map that fits B: --names hf (transformers modules), tl (TransformerLens hooks), or a map file"
+        if names == "identity" else "check the map, and that the tensors were kept (tracer run --keep)",
+    )
+
+
+def add_folder_extras(report, sides: Sides, a: Path, b: Path) -> None:
+    """Two folders: the weight diff and the tokens whose final probability moved most."""
+    from dataclasses import asdict
+
+    from tracer.diff.distribution import moved_tokens
+    from tracer.diff.report import clean
+    from tracer.diff.weights import diff_weights
+
+    w = diff_weights(a, b)
+    report.extras["weights"] = clean({
+        "tensors": [dict(asdict(t), layer=t.layer) for t in w.tensors],
+        "layers": [asdict(layer) for layer in w.layers],
+    })
+    tokenizer = sides.models[1].tokenizer or sides.models[0].tokenizer
+    moved = moved_tokens(sides.ref, sides.mine, piece=tokenizer.piece if tokenizer else None)
+    if moved:
+        report.extras["moved_tokens"] = clean(moved)
+    if tokenizer is not None:  # name the tokens in the per-position distribution diff too
+        for step in report.steps:
+            for p in (step.distribution or {}).get("per_position", []):
+                p["top1_ref_piece"], p["top1_mine_piece"] = tokenizer.piece(p["top1_ref"]), tokenizer.piece(p["top1_mine"])

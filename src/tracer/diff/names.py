@@ -1,0 +1,344 @@
+"""Name maps: bring a foreign dump's tensor names (and layouts) to tracer's step names.
+
+    identity      names are already tracer's (a dump without the batch axis gets it back)
+    hf            transformers module paths, e.g. `model.layers.0.self_attn.q_proj`
+                  (`MODULE` or `MODULE:output` is the module's output, `MODULE:input` its first
+                  input, `MODULE:output[1]` the second output, `MODULE:attention_mask` the mask kwarg)
+    tl            TransformerLens hook names, e.g. `blocks.0.attn.hook_q` ([batch, pos, head, d_head])
+    FILE          a JSON or TOML map {"their.name": "tracer.name"} or
+                  {"their.{i}.q": {"name": "blocks.{i}.attn.q", "transpose": [0, 2, 1, 3]}},
+                  `{i}` standing for a block index; a null value ignores the tensor
+
+The reference trace supplies the target shapes (so heads and d_head need no
+config) and, for `hf`, the family and each step's transformers module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from tracer.diff import layouts
+from tracer.diff.layouts import AS_IS, HEADS_SECOND, Layout
+from tracer.errors import TracerError
+from tracer.steps import describe
+from tracer.trace import Step, Trace, tensor_stats
+
+BUILT_IN = ("identity", "hf", "tl")
+ALIASES = {"transformers": "hf", "transformer-lens": "tl", "transformer_lens": "tl", "transformerlens": "tl", "none": "identity"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Where one foreign tensor goes: one or more (step name, layout) targets, or why it is left out."""
+
+    targets: tuple[tuple[str, Layout], ...] = ()
+    ignored: str = ""
+
+
+Resolver = Callable[[str], "Rule | None"]
+
+
+@dataclass
+class Translation:
+    trace: Trace
+    map_name: str
+    renamed: list[tuple[str, str, str]] = field(default_factory=list)  # (their name, step name, layout note)
+    ignored: list[tuple[str, str]] = field(default_factory=list)  # (their name, why)
+    unmatched: list[str] = field(default_factory=list)  # no rule: kept under their own name
+
+
+def canonical_map_name(names: str) -> str:
+    return ALIASES.get(names.lower(), names.lower()) if names.lower() in (*BUILT_IN, *ALIASES) else names
+
+
+def translate(trace: Trace, names: str, reference: Trace) -> Translation:
+    """`trace` renamed into tracer's step names (and layouts) using `reference` for shapes and modules."""
+    map_name = canonical_map_name(names)
+    resolve = resolver_for(map_name, reference)
+    shapes = {s.name: s for s in reference.steps}
+    out = Translation(Trace([], dict(trace.meta, name_map=map_name)), map_name)
+    produced: set[str] = set()
+    for step in trace.steps:
+        rule = resolve(step.name)
+        if rule is None:
+            out.unmatched.append(step.name)
+            out.trace.steps.append(step)
+            continue
+        if rule.ignored:
+            out.ignored.append((step.name, rule.ignored))
+            continue
+        for target, layout in rule.targets:
+            if target in produced:
+                out.ignored.append((step.name, f"{target} already given by another tensor"))
+                continue
+            produced.add(target)
+            new, note = _rearranged(step, target, layout, shapes.get(target))
+            if target != step.name or note:
+                out.renamed.append((step.name, target, note))
+            out.trace.steps.append(new)
+    return out
+
+
+def _rearranged(step: Step, target: str, layout: Layout, ref: Step | None) -> tuple[Step, str]:
+    if step.array is None:
+        return replace(step, name=target), ""
+    shape = ref.shape if ref is not None else None
+    array = layout.apply(step.array, shape)
+    changed = array is not step.array  # layouts hand back the same object when they have nothing to do
+    array, batch_note = layouts.add_batch_if_missing(array, shape)
+    notes = [n for n in (layout.note if changed else "", batch_note) if n]
+    axes = ref.axes if ref is not None and tuple(array.shape) == tuple(ref.shape) else tuple(f"dim{i}" for i in range(array.ndim))
+    new = Step(
+        name=target,
+        axes=axes,
+        op=step.op or f"from {step.name}",
+        hf_module=ref.hf_module if ref is not None else step.hf_module,
+        shape=tuple(array.shape),
+        dtype=str(array.dtype),
+        stats=tensor_stats(array) if array is not step.array else step.stats,
+        array=array,
+    )
+    return new, "; ".join(notes)
+
+
+def resolver_for(map_name: str, reference: Trace) -> Resolver:
+    if map_name == "identity":
+        return lambda name: Rule(((name, AS_IS),))
+    if map_name == "hf":
+        return hf_resolver(reference)
+    if map_name == "tl":
+        return tl_resolver
+    path = Path(map_name)
+    if not path.is_file():
+        raise TracerError(
+            f"--names {map_name!r}: neither a built-in map nor a map file",
+            hint="use identity, hf, tl (transformer-lens), or a JSON/TOML file of their-name -> step-name",
+        )
+    return file_resolver(path)
+
+
+# ---------- transformers module names ----------
+
+
+def hf_resolver(reference: Trace) -> Resolver:
+    """Module-path keys -> the reference's steps, through tracer.arch.hf_names and the trace's hf_module column."""
+    from tracer.arch.hf_names import FUSED_QKV, hf_source
+
+    family = (reference.meta.get("model") or {}).get("family")
+    shapes = {s.name: s.shape for s in reference.steps}
+    by_key: dict[str, list[tuple[str, Layout]]] = {}
+    for step in reference.steps:
+        source = hf_source(family, step.name) if family else None
+        if step.hf_module and (source is None or source[0] != step.hf_module):
+            source = (step.hf_module, "output")
+        if source is None:
+            continue
+        module, take = source
+        layout = _hf_layout(step.name, take, FUSED_QKV.get(family or "", "blocks"), shapes)
+        for key in _hf_keys(module, take):
+            by_key.setdefault(key, []).append((step.name, layout))
+    if not by_key:
+        raise TracerError(
+            "--names hf: the reference trace says nothing about transformers modules",
+            hint="use a trace written by tracer (tracer run --save, tracer capture) as the reference",
+        )
+
+    def resolve(name: str) -> Rule | None:
+        targets = by_key.get(name)
+        return Rule(tuple(targets)) if targets else None
+
+    return resolve
+
+
+def _hf_keys(module: str, take: str) -> list[str]:
+    if take == "output" or take.startswith("split:"):
+        return [module, f"{module}:output", f"{module}.output"]
+    if take == "input[0]":
+        return [f"{module}:input", f"{module}:input[0]", f"{module}.input"]
+    if take == "output[1]":
+        return [f"{module}:output[1]"]
+    if take.startswith("kwarg:"):
+        kwarg = take.split(":", 1)[1]
+        return [f"{module}:{kwarg}", f"{module}:{take}"]
+    return [f"{module}:{take}"]
+
+
+def _hf_layout(step_name: str, take: str, fused_scheme: str, shapes: dict[str, tuple[int, ...]]) -> Layout:
+    if step_name.endswith(".attn.mask"):
+        return layouts.ADDITIVE_TO_KEEP
+    if take in ("split:q", "split:k", "split:v"):
+        block = step_name.rsplit(".attn.", 1)[0]
+        heads = shapes.get(f"{block}.attn.q", (0, 0))[1]
+        kv_heads = shapes.get(f"{block}.attn.k", (0, 0))[1]
+        return layouts.fused_qkv_part(take[-1], fused_scheme, heads, kv_heads)
+    if take in ("split:gate", "split:up"):
+        return layouts.then(layouts.fused_half(take.split(":")[1]), layouts.UNFLATTEN_POSITIONS)
+    doc = describe(step_name)
+    if doc is not None and len(doc.axes) == 4 and doc.axes[-1] == "d_head":
+        return layouts.SPLIT_HEADS
+    if doc is not None and doc.axes[:2] == ("batch", "pos"):
+        return layouts.UNFLATTEN_POSITIONS
+    return AS_IS
+
+
+# ---------- TransformerLens hook names ----------
+
+_TL_TOP: dict[str, tuple[str, Layout]] = {
+    "hook_embed": ("embed.tokens", AS_IS),
+    "hook_pos_embed": ("embed.positions", AS_IS),
+    "hook_tokens": ("input.ids", AS_IS),
+    "ln_final.hook_normalized": ("final_norm.out", AS_IS),
+    "unembed.hook_out": ("logits", AS_IS),
+    "logits": ("logits", AS_IS),
+    # TransformerBridge's architecture-native names
+    "embed.hook_out": ("embed.tokens", AS_IS),
+    "ln_final.hook_out": ("final_norm.out", AS_IS),
+}
+_TL_BLOCK: dict[str, tuple[str, Layout]] = {
+    "ln1.hook_normalized": ("ln1.out", AS_IS),
+    "attn.hook_q": ("attn.q", HEADS_SECOND),
+    "attn.hook_k": ("attn.k", HEADS_SECOND),
+    "attn.hook_v": ("attn.v", HEADS_SECOND),
+    "attn.hook_rot_q": ("attn.q_rot", HEADS_SECOND),
+    "attn.hook_rot_k": ("attn.k_rot", HEADS_SECOND),
+    "attn.hook_attn_scores": ("attn.masked_scores", AS_IS),  # TL's scores are after the mask
+    "attn.hook_pattern": ("attn.weights", AS_IS),
+    "attn.hook_z": ("attn.z", HEADS_SECOND),
+    "hook_attn_out": ("attn.out", AS_IS),
+    "hook_resid_mid": ("resid_mid", AS_IS),
+    "ln2.hook_normalized": ("ln2.out", AS_IS),
+    "mlp.hook_pre": ("mlp.pre", AS_IS),
+    "mlp.hook_pre_linear": ("mlp.up", AS_IS),
+    "mlp.hook_post": ("mlp.post", AS_IS),
+    "hook_mlp_out": ("mlp.out", AS_IS),
+    "hook_resid_post": ("resid_post", AS_IS),
+    # TransformerBridge's architecture-native names
+    "hook_out": ("resid_post", AS_IS),
+    "ln1.hook_out": ("ln1.out", AS_IS),
+    "ln2.hook_out": ("ln2.out", AS_IS),
+    "attn.q.hook_out": ("attn.q", layouts.SPLIT_HEADS),
+    "attn.k.hook_out": ("attn.k", layouts.SPLIT_HEADS),
+    "attn.v.hook_out": ("attn.v", layouts.SPLIT_HEADS),
+    "attn.hook_out": ("attn.out", AS_IS),
+    "mlp.hook_out": ("mlp.out", AS_IS),
+}
+_TL_IGNORED = {
+    "hook_scale": "a norm's 1/scale factor: tracer records the normalized output instead",
+    "attn.hook_result": "per-head output before the sum: tracer records attn.out",
+    "hook_attn_in": "a copy of the block input per head",
+    "hook_q_input": "a copy of the block input per head",
+    "hook_k_input": "a copy of the block input per head",
+    "hook_v_input": "a copy of the block input per head",
+    "hook_mlp_in": "a copy of ln2's input",
+    "unembed.hook_in": "the same tensor as final_norm.out",
+}
+_TL_BLOCK_NAME = re.compile(r"^blocks\.(\d+)\.(.+)$")
+
+
+def tl_resolver(name: str) -> Rule | None:
+    """TransformerLens hook name -> tracer step (legacy HookedTransformer names and a few bridge names)."""
+    if name in _TL_TOP:
+        return Rule((_TL_TOP[name],))
+    m = _TL_BLOCK_NAME.match(name)
+    if m is None:
+        return _tl_ignored(name)
+    i, rest = int(m.group(1)), m.group(2)
+    if rest in ("hook_resid_pre", "hook_in"):
+        if i == 0:
+            return Rule((("embed.out", AS_IS),))
+        return Rule(ignored=f"the same tensor as blocks.{i - 1}.resid_post")
+    if rest in _TL_BLOCK:
+        step, layout = _TL_BLOCK[rest]
+        return Rule(((f"blocks.{i}.{step}", layout),))
+    return _tl_ignored(rest)
+
+
+def _tl_ignored(rest: str) -> Rule | None:
+    for suffix, why in _TL_IGNORED.items():
+        if rest == suffix or rest.endswith("." + suffix):
+            return Rule(ignored=why)
+    return None
+
+
+# ---------- a user's map file ----------
+
+
+def file_resolver(path: Path) -> Resolver:
+    entries = _flatten(read_map_file(path))
+    exact: dict[str, Rule] = {}
+    templated: list[tuple[re.Pattern, object, str]] = []
+    for their, spec in entries.items():
+        if "{i}" in their:
+            pattern = re.compile("^" + re.escape(their).replace(r"\{i\}", r"(\d+)") + "$")
+            templated.append((pattern, spec, their))
+        else:
+            exact[their] = _rule_from_spec(spec, None, path, their)
+
+    def resolve(name: str) -> Rule | None:
+        if name in exact:
+            return exact[name]
+        for pattern, spec, their in templated:
+            m = pattern.match(name)
+            if m:
+                return _rule_from_spec(spec, m.group(1), path, their)
+        return None
+
+    return resolve
+
+
+def read_map_file(path: Path) -> dict:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".toml":
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            raise TracerError(f"{path}: TOML map files need Python 3.11+", hint="write the map as JSON") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise TracerError(f"{path}: not valid TOML ({exc})") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TracerError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})", hint="or name it .toml") from None
+    if not isinstance(data, dict):
+        raise TracerError(f"{path}: a name map is an object of their-name -> step-name")
+    return data
+
+
+def _flatten(data: dict, prefix: str = "") -> dict:
+    """TOML turns unquoted dotted keys into nested tables; join them back into dotted names."""
+    flat: dict = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and "name" not in value and "ignore" not in value:
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _rule_from_spec(spec: object, block: str | None, path: Path, their: str) -> Rule:
+    fill = (lambda s: s.replace("{i}", block)) if block is not None else (lambda s: s)
+    if spec is None or spec is False or (isinstance(spec, dict) and spec.get("ignore")):
+        return Rule(ignored=f"ignored by {path.name}")
+    if isinstance(spec, str):
+        return Rule(((fill(spec), AS_IS),))
+    if isinstance(spec, dict) and isinstance(spec.get("name"), str):
+        layout = AS_IS
+        if spec.get("split_heads"):
+            layout = layouts.SPLIT_HEADS
+        if "transpose" in spec:
+            perm = spec["transpose"]
+            if not (isinstance(perm, list) and sorted(perm) == list(range(len(perm)))):
+                raise TracerError(f"{path}: {their!r}: transpose must list every axis once, e.g. [0, 2, 1, 3]")
+            layout = layouts.then(layouts.transpose(tuple(perm)), layout) if layout is not AS_IS else layouts.transpose(tuple(perm))
+        return Rule(((fill(spec["name"]), layout),))
+    raise TracerError(
+        f"{path}: {their!r}: expected a step name, null, or {{\"name\": ..., \"transpose\": [...], \"split_heads\": true}}"
+    )

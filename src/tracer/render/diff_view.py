@@ -1,0 +1,356 @@
+"""`tracer diff` for people: the verdict first, then the first divergence, the per-block error profile, the table."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from tracer.diff.compare import DiffReport, StepDiff
+from tracer.diff.profile import BlockProfile
+
+# The bar of the error profile spans float32 rounding (about -140 dB) to a 100% error (0 dB).
+BAR_FLOOR_DB = -160.0
+BAR_WIDTH = 16
+
+
+def render_diff(console: Console, report: DiffReport, show_all: bool = False) -> None:
+    console.print(verdict(report))
+    console.print(Text(f"  {report.ref_label}  →  {report.mine_label}    atol {report.atol:g}, rtol {report.rtol:g}", style="dim"))
+    for note in report.notes:
+        console.print(Text(f"  note: {note}", style="dim"))
+    first = report.first_divergence
+    if first is not None:
+        console.print()
+        console.print(first_divergence(report, first))
+    if "names" in report.extras:
+        console.print()
+        console.print(name_map_summary(report.extras["names"]))
+    if report.blocks:
+        console.print()
+        console.print(profile_table(report.blocks, console.width))
+    dist = distribution_summary(report)
+    if dist is not None:
+        console.print()
+        console.print(dist)
+    if "weights" in report.extras:
+        console.print()
+        console.print(weights_summary(report.extras["weights"]))
+    if report.extras.get("moved_tokens"):
+        console.print()
+        console.print(moved_tokens_view(report.extras["moved_tokens"]))
+    only = one_sided(report)
+    if only is not None:
+        console.print()
+        console.print(only)
+    console.print()
+    console.print(steps_table(report, show_all, console.width))
+
+
+# ---------- verdict and first divergence ----------
+
+
+def verdict(report: DiffReport) -> Text:
+    compared = report.compared
+    first = report.first_divergence
+    if first is None:
+        if not compared:
+            return Text("? NOTHING COMPARED: no step has a tensor on both sides", style="bold yellow")
+        t = Text("✓ MATCH", style="bold green")
+        t.append(f"  all {len(compared)} compared steps are within tolerance", style="green")
+        return t
+    failed = sum(1 for s in report.steps if s.failed)
+    t = Text("✗ DIVERGED", style="bold red")
+    t.append(f"  first at {first.name} ({first.reason})", style="red")
+    t.append(f"; {failed} of {len(compared) + _failed_uncompared(report)} steps fail", style="red")
+    return t
+
+
+def _failed_uncompared(report: DiffReport) -> int:
+    return sum(1 for s in report.steps if s.failed and s.status not in ("pass", "fail"))
+
+
+def first_divergence(report: DiffReport, s: StepDiff) -> Group:
+    lines = [Text.assemble(("First divergence: ", "bold"), (s.name, "bold red"), f"  [{s.reason}]")]
+    lines.append(Text(f"  {s.detail}"))
+    if s.ref_shape is not None or s.mine_shape is not None:
+        lines.append(Text(f"  shape ref {_shape(s.ref_shape)} {s.ref_dtype or ''}, mine {_shape(s.mine_shape)} {s.mine_dtype or ''}", style="dim"))
+    if "cosine" in s.metrics:
+        m = s.metrics
+        lines.append(Text(f"  max abs {fmt(m['max_abs'])} · mean abs {fmt(m['mean_abs'])} · max rel {fmt(m['max_rel'])} · "
+                          f"cosine {fmt_cos(m['cosine'])} · NMSE {fmt_db(m['nmse_db'])}"))
+    if s.growth_db == math.inf:
+        lines.append(Text("  the error starts here: every input of this step matched exactly", style="yellow"))
+    elif s.growth_db is not None:
+        lines.append(Text(f"  error {fmt_gain(s.growth_db)} over its inputs' (inherited NMSE {fmt_db(s.inherited_db)})", style="yellow"))
+    index = report.steps.index(s)
+    before = report.steps[:index]
+    passed = sum(1 for p in before if p.status == "pass")
+    lines.append(Text(f"  before it: {passed} steps pass, {len(before) - passed} not compared", style="dim"))
+    return Group(*lines)
+
+
+# ---------- per-block profile ----------
+
+
+def profile_table(blocks: list[BlockProfile], width: int = 120) -> Table:
+    """One row per block: error entering (inherited), what attention and the MLP add, error leaving.
+
+    Below 80 columns the two sublayers fold into one "adds" column."""
+    narrow = width < 80
+    table = Table(title="Error by block (NMSE of the residual stream in dB; lower is closer)", title_justify="left",
+                  title_style="bold", box=None, pad_edge=False, padding=(0, 1))
+    table.add_column("block", justify="right")
+    table.add_column("entering", justify="right")
+    if narrow:
+        table.add_column("adds", justify="right", no_wrap=True)
+    else:
+        table.add_column("attn adds", justify="right", no_wrap=True)
+        table.add_column("mlp adds", justify="right", no_wrap=True)
+    table.add_column("leaving", justify="right")
+    table.add_column("", no_wrap=True, max_width=BAR_WIDTH)
+    table.add_column("first failure / grew most", overflow="fold", ratio=1)
+    for b in blocks:
+        where = b.first_failure or ""
+        if not where and b.worst_step:
+            where = f"(grew most: {b.worst_step})"
+        style = "red" if b.first_failure else ("yellow" if b.introduced else "")
+        adds = [fmt_gain(b.gain_db)] if narrow else [fmt_gain(b.attn_gain_db), fmt_gain(b.mlp_gain_db)]
+        table.add_row(str(b.block), fmt_db(b.input_db), *adds, fmt_db(b.output_db), bar(b.output_db), escape(where), style=style)
+    return table
+
+
+def bar(db: float | None) -> str:
+    if db is None:
+        return ""
+    if db == -math.inf:
+        return "·"
+    filled = max(1, min(BAR_WIDTH, round((db - BAR_FLOOR_DB) / -BAR_FLOOR_DB * BAR_WIDTH)))
+    return "█" * filled
+
+
+# ---------- logits / probs ----------
+
+
+def distribution_summary(report: DiffReport) -> Group | None:
+    rows = [s for s in report.steps if s.distribution]
+    if not rows:
+        return None
+    lines = [Text("Next-token distributions", style="bold")]
+    for s in rows:
+        d = s.distribution
+        agree = round(d["top1_agreement"] * d["positions"])
+        lines.append(Text(
+            f"  {s.name}: KL(ref‖mine) mean {fmt(d['kl_ref_mine']['mean'])} max {fmt(d['kl_ref_mine']['max'])} · "
+            f"KL(mine‖ref) mean {fmt(d['kl_mine_ref']['mean'])} max {fmt(d['kl_mine_ref']['max'])}"))
+        lines.append(Text(f"    top-1 agrees at {agree}/{d['positions']} positions · "
+                          f"top-{d['k']} overlap {d['topk_overlap']:.2f} (mean over positions)"))
+        flips = [p for p in d["per_position"] if not p["top1_agree"]][:5]
+        for p in flips:
+            where = ", ".join(f"{k}={v}" for k, v in p.items() if k not in _POSITION_METRICS)
+            ref_token, mine_token = _token(p, "ref"), _token(p, "mine")
+            lines.append(Text(f"    top-1 differs at {where}: ref {ref_token}, mine {mine_token} "
+                              f"(KL {fmt(p['kl_ref_mine'])})", style="yellow"))
+    return Group(*lines)
+
+
+_POSITION_METRICS = {"kl_ref_mine", "kl_mine_ref", "top1_ref", "top1_mine", "top1_agree", "topk_overlap",
+                     "top1_ref_piece", "top1_mine_piece"}
+
+
+def _token(position: dict, side: str) -> str:
+    piece = position.get(f"top1_{side}_piece")
+    return f"{position[f'top1_{side}']} {piece!r}" if piece is not None else str(position[f"top1_{side}"])
+
+
+# ---------- folders: weights and moved tokens ----------
+
+
+def weights_summary(w: dict) -> Group:
+    changed = [t for t in w["tensors"] if t["status"] != "same"]
+    lines = [Text.assemble(("Weights", "bold"), f": {len(changed)} of {len(w['tensors'])} tensors differ")]
+    if not changed:
+        return Group(*lines)
+    table = Table(box=None, pad_edge=False, padding=(0, 1), show_header=True)
+    table.add_column("layer", justify="right")
+    table.add_column("rel change", justify="right")
+    table.add_column("tensors changed", justify="right")
+    table.add_column("most changed", overflow="fold")
+    for layer in [r for r in w["layers"] if r["changed"]][:8]:
+        name = "other" if layer["layer"] is None else str(layer["layer"])
+        table.add_row(name, fmt(layer["rel_change"]) if layer["rel_change"] is not None else "structure",
+                      f"{layer['changed']}/{layer['tensors']}", escape(layer["most_changed"] or ""))
+    lines.append(table)
+    return Group(*lines)
+
+
+def moved_tokens_view(rows: list[dict]) -> Group:
+    lines = [Text("Final distribution: tokens that moved most", style="bold")]
+    for row in rows:
+        if not any(t["delta"] for t in row["moved"]):
+            lines.append(Text(f"  row {row['batch']}, pos {row['pos']}: no token's probability moved"))
+            continue
+        parts = []
+        for t in row["moved"]:
+            label = repr(t["piece"]) if "piece" in t else str(t["id"])
+            parts.append(f"{label} {t['ref']:.3f}→{t['mine']:.3f} ({t['delta']:+.3f})")
+        lines.append(Text(f"  row {row['batch']}, pos {row['pos']}: " + " · ".join(parts)))
+    return Group(*lines)
+
+
+# ---------- names, one-sided steps, the table ----------
+
+
+def name_map_summary(names: dict) -> Text:
+    t = Text.assemble(("Name map ", "bold"), (names["map"], "bold"), f" on {names['applied_to']}: ",
+                      f"{len(names['renamed'])} renamed or rearranged, {len(names['ignored'])} ignored, "
+                      f"{len(names['unmatched'])} unmatched")
+    layouts = sorted({r["layout"] for r in names["renamed"] if r["layout"]})
+    for note in layouts[:6]:
+        t.append(f"\n  layout: {note}", style="dim")
+    if names["unmatched"]:
+        t.append("\n  unmatched (kept under their own names): " + ", ".join(group_names(names["unmatched"])[:8]), style="dim")
+    return t
+
+
+def one_sided(report: DiffReport) -> Text | None:
+    only_ref = [s.name for s in report.steps if s.mine_shape is None and s.ref_shape is not None]
+    only_mine = [s.name for s in report.steps if s.ref_shape is None and s.mine_shape is not None]
+    if not only_ref and not only_mine:
+        return None
+    t = Text()
+    if only_ref:
+        t.append(f"Only in {report.ref_label} ({len(only_ref)}): ", style="bold")
+        t.append(", ".join(group_names(only_ref)))
+    if only_mine:
+        if only_ref:
+            t.append("\n")
+        t.append(f"Only in {report.mine_label} ({len(only_mine)}): ", style="bold")
+        t.append(", ".join(group_names(only_mine)))
+    return t
+
+
+def group_names(names: list[str]) -> list[str]:
+    """`blocks.0.attn.q_rot, blocks.1.attn.q_rot` -> `blocks.{0..1}.attn.q_rot`, in first-seen order."""
+    groups: dict[str, list[int]] = {}
+    for name in names:
+        m = re.search(r"\.(\d+)\.", name)
+        template = name if m is None else name[: m.start()] + ".{i}." + name[m.end() :]
+        groups.setdefault(template, []).append(int(m.group(1)) if m else -1)
+    out = []
+    for template, indices in groups.items():
+        if len(indices) == 1:
+            out.append(template.replace("{i}", str(indices[0])))
+        elif indices == list(range(indices[0], indices[0] + len(indices))):
+            out.append(template.replace("{i}", f"{{{indices[0]}..{indices[-1]}}}"))
+        else:
+            out.append(template.replace("{i}", "{" + ",".join(map(str, indices)) + "}"))
+    return out
+
+
+def table_rows(report: DiffReport, show_all: bool) -> list[StepDiff]:
+    """Everything with --all; otherwise top-level steps, each block's resid_post and the whole first failing block."""
+    if show_all:
+        return report.steps
+    first = report.first_divergence
+    focus = first.block if first is not None else None
+    rows = []
+    for s in report.steps:
+        b = s.block
+        if b is None or b == focus or s.name.endswith(".resid_post") or s is first:
+            rows.append(s)
+    return rows
+
+
+# (header, cell) per column, widest terminals first; narrower terminals drop from the right of this list
+_COLUMNS = (
+    ("NMSE dB", lambda s: fmt_db(s.metrics.get("nmse_db"))),
+    ("growth", lambda s: fmt_gain(s.growth_db)),
+    ("max abs", lambda s: fmt(s.metrics.get("max_abs"))),
+    ("cosine", lambda s: fmt_cos(s.metrics.get("cosine"))),
+    ("max rel", lambda s: fmt(s.metrics.get("max_rel"))),
+    ("shape", lambda s: _shape(s.ref_shape if s.ref_shape is not None else s.mine_shape)),
+)
+
+
+def columns_for(width: int) -> list[str]:
+    """Which metric columns fit: every one from 120 columns, the NMSE and growth alone below 70."""
+    count = 2 if width < 70 else 4 if width < 95 else 5 if width < 120 else len(_COLUMNS)
+    return [header for header, _ in _COLUMNS[:count]]
+
+
+def steps_table(report: DiffReport, show_all: bool, width: int = 120) -> Table:
+    rows = table_rows(report, show_all)
+    hidden = len(report.steps) - len(rows)
+    caption = f"{hidden} steps hidden (--all shows every step)" if hidden else None
+    table = Table(title="Steps", title_justify="left", title_style="bold", caption=caption, caption_justify="left",
+                  caption_style="dim", box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    table.add_column("step", overflow="fold", min_width=12)
+    table.add_column("", no_wrap=True)
+    shown = [(h, cell) for h, cell in _COLUMNS if h in columns_for(width)]
+    for header, _ in shown:
+        table.add_column(header, justify="left" if header == "shape" else "right", no_wrap=header != "shape")
+    for s in rows:
+        table.add_row(escape(s.name), *status_cell(s), *(cell(s) for _, cell in shown))
+    return table
+
+
+def status_cell(s: StepDiff) -> tuple[Text]:
+    styles = {"pass": ("ok", "green"), "missing": ("only ref", "dim"), "extra": ("only mine", "dim"),
+              "stats-only": ("stats", "dim")}
+    if s.status == "fail":
+        return (Text(f"FAIL {s.reason}", style="bold red"),)
+    label, style = styles.get(s.status, (s.status, ""))
+    return (Text(label, style=style),)
+
+
+# ---------- number formatting ----------
+
+
+def fmt(x: float | None) -> str:
+    if x is None:
+        return ""
+    if x == 0:
+        return "0"
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.2e}" if abs(x) < 1e-2 or abs(x) >= 1e4 else f"{x:.4g}"
+
+
+def fmt_cos(x: float | None) -> str:
+    """Near 1 the digits that matter are in 1 - cos: 0.99999999712 reads as 1-2.9e-09."""
+    if x is None:
+        return ""
+    if x == 1.0:
+        return "1"
+    return f"1-{1.0 - x:.1e}" if x > 0.9999 else f"{x:.4f}"
+
+
+def fmt_db(x: float | None, exact_word: str = "exact") -> str:
+    if x is None:
+        return ""
+    if x == -math.inf:
+        return exact_word
+    if x == math.inf:
+        return "inf"
+    return f"{x:.1f}"
+
+
+def fmt_gain(x: float | None) -> str:
+    if x is None:
+        return ""
+    if x == math.inf:
+        return "new"
+    if x == -math.inf:
+        return "→exact"
+    if x == 0:
+        return "+0"
+    return f"{x:+.1f} dB"
+
+
+def _shape(shape) -> str:
+    return "" if shape is None else "[" + ", ".join(str(n) for n in shape) + "]"
