@@ -34,6 +34,8 @@ Examples:
   tracer run --model DIR --ids 5,17,42 --ids 7,8 --pad-side left --batch-row 1
 
   tracer run "Hello there" --model DIR --save t.safetensors --json > t.json
+
+  tracer run --model DIR --ids 5,17,42 --mask "[[1,1,0]]" --mask-convention hf-2d   # a port's own mask
 """
 
 
@@ -59,6 +61,8 @@ def run(
     values: bool = typer.Option(False, "--values", help="Add elided values (first and last few along each axis) of the selected steps."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Show only these sections: model, tokens, steps, values, mask, attention, top_k, lens."),
     batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the tokens, mask, attention and distribution show."),
+    mask: Optional[str] = typer.Option(None, "--mask", help="Run with this mask instead of the one tracer builds: a literal, FILE.npy or FILE.npz:KEY, read in --mask-convention (see tracer mask)."),
+    mask_convention: Optional[str] = typer.Option(None, "--mask-convention", help="The convention --mask is written in, e.g. hf-2d, torch-sdpa-bool, torch-mha-bool (tracer mask --list)."),
     as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write the screen as a standalone HTML page."),
 ):
@@ -80,18 +84,30 @@ def run(
         steps=tuple(steps or ()), all_steps=all_steps,
         sections=resolve_sections(only, lens, values, steps_filter=bool(steps)),
     )
+    read = None
+    if mask is not None or mask_convention is not None:
+        batch = m.batch(prompts or None, id_rows, pad_side, not no_special_tokens)
+        read = read_mask(mask, mask_convention, batch.inputs.ids.shape, m.spec.n_heads, dtype)
     trace = m.run(text=prompts or None, ids=id_rows, keep=tuple(keep) if keep else ("*",), pad_side=pad_side,
-                  special_tokens=not no_special_tokens)
+                  special_tokens=not no_special_tokens, mask_override=mask_override(read) if read else None)
+    if read is not None:
+        trace.meta["mask"]["read"] = {"convention": read.convention, "steps": [st.line() for st in read.steps],
+                                      "warnings": [w.to_json() for w in read.warnings]}
     report = build_report(trace, options, vocab=vocab_lookup(m.tokenizer), model=m)  # checks the options first
     if save is not None:
         trace.save(save)
     if as_json:
-        print(json.dumps(json_view(report), ensure_ascii=False, indent=1, allow_nan=False))
+        data = json_view(report)
+        if read is not None:
+            data["mask_input"] = read.to_json()
+        print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
     if as_json and export_html is None:
         return
     console = make_console(record=export_html is not None)
     if as_json:
         console.file = io.StringIO()  # the page is still recorded; stdout carries only the JSON
+    if read is not None:
+        show_mask_input(console, read, [t["token"] for t in report["tokens"]])
     show(console, report)
     if export_html is not None:
         export_html.parent.mkdir(parents=True, exist_ok=True)
@@ -123,6 +139,34 @@ def show(console, report: dict) -> None:
         if n > 1:
             console.print()
         console.print(views[section](n))
+
+
+def read_mask(mask: str | None, convention: str | None, batch_shape: tuple[int, int], n_heads: int, dtype: str):
+    """--mask in --mask-convention, explained and landed on this run's scores [batch, heads, q, kv]."""
+    from tracer.masks.conventions import canonical_mask
+
+    if mask is None or convention is None:
+        raise TracerError("--mask and --mask-convention go together", hint="e.g. --mask m.npy --mask-convention torch-sdpa-bool")
+    bsz, q_len = batch_shape
+    return canonical_mask(convention, mask, (bsz, n_heads, q_len, q_len), score_dtype=dtype)
+
+
+def mask_override(read):
+    from tracer.engine.forward import MaskOverride
+    from tracer.masks.conventions import mask_override_parts
+
+    return MaskOverride(*mask_override_parts(read))
+
+
+def show_mask_input(console, read, tokens: list[str]) -> None:
+    """How tracer read --mask: the same explanation as `tracer mask`."""
+    from rich.rule import Rule
+
+    from tracer.render.mask_view import render_result
+
+    console.print(Rule(f"[bold]0 · --mask, read as {read.convention}[/]", align="left"))
+    render_result(console, read, tokens=tokens)
+    console.print()
 
 
 def resolve_target(target: str | None, tokenizer) -> tuple[int | None, str | None]:
