@@ -53,6 +53,9 @@ _register_commands()
 
 
 def main() -> None:
+    from tracer.allocator import reuse_freed_memory
+
+    reuse_freed_memory()
     app()
 
 
