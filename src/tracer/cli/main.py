@@ -37,16 +37,10 @@ def _root(
 
 
 def _register_commands() -> None:
-    import importlib
+    from tracer.cli import capture_cmd, diff_cmd, mask_cmd, run_cmd, steps_cmd
 
-    for module in ("run_cmd", "diff_cmd", "mask_cmd", "capture_cmd", "steps_cmd"):
-        try:
-            mod = importlib.import_module(f"tracer.cli.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"tracer.cli.{module}":
-                raise
-            continue
-        mod.register(app)
+    for module in (run_cmd, diff_cmd, mask_cmd, capture_cmd, steps_cmd):
+        module.register(app)
 
 
 _register_commands()
