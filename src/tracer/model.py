@@ -18,6 +18,7 @@ from tracer.checkpoint.tokenizer import Tokenizer
 from tracer.checkpoint.weights import WeightFiles
 from tracer.engine.forward import MaskOverride, forward, layer_masks
 from tracer.errors import TracerError
+from tracer.keep_policy import auto_keep
 from tracer.trace import Recorder, Trace
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -58,9 +59,14 @@ class Model:
         return Batch(inputs, tokens, list(prompts))
 
     def run(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | None = None,
-            keep: Sequence[str] = ("*",), pad_side: str = "right", special_tokens: bool = True,
+            keep: Sequence[str] | None = None, pad_side: str = "right", special_tokens: bool = True,
             mask_override: MaskOverride | None = None) -> Trace:
+        """keep: globs of steps kept whole; None keeps everything that fits DEFAULT_BUDGET (see keep_policy)."""
         b = self.batch(text, ids, pad_side, special_tokens)
+        reduced: list[str] = []
+        if keep is None:
+            itemsize = self.weights["embed.W_E"].dtype.itemsize
+            keep, reduced = auto_keep(self.spec, *b.inputs.ids.shape, itemsize)
         override = self._checked_override(mask_override, b) if mask_override is not None else None
         rec = Recorder(keep, hf_module=lambda name: hf_module(self.family, name))
         with np.errstate(over="ignore", under="ignore"):
@@ -76,6 +82,7 @@ class Model:
             "special_tokens": special_tokens,
             "mask": self._mask_meta(b, override),
             "keep": list(keep),
+            "reduced_to_stats": reduced,
         }
         return Trace(rec.steps, meta)
 

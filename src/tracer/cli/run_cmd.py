@@ -46,7 +46,7 @@ def run(
     ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids, comma separated; repeat for a batch. No tokenizer needed."),
     save: Optional[Path] = typer.Option(None, "--save", "-o", help="Write the trace to this .safetensors file."),
     dtype: str = typer.Option("float32", "--dtype", help="Compute dtype: float32 or float64."),
-    keep: Optional[List[str]] = typer.Option(None, "--keep", help="Glob of steps whose tensors are kept whole (repeatable); statistics are kept for all. Default: all."),
+    keep: Optional[List[str]] = typer.Option(None, "--keep", help="Glob of steps whose tensors are kept whole (repeatable); statistics are kept for all. Default: all, unless that passes 2 GiB (long inputs), then the largest (attention scores) are kept as statistics."),
     pad_side: str = typer.Option("right", "--pad-side", help="Where a batch is padded: left or right."),
     no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS/EOS/CLS (the tokenizer's post-processor)."),
     top_k: int = typer.Option(10, "--top-k", min=1, help="How many next tokens to show."),
@@ -88,7 +88,7 @@ def run(
     if mask is not None or mask_convention is not None:
         batch = m.batch(prompts or None, id_rows, pad_side, not no_special_tokens)
         read = read_mask(mask, mask_convention, batch.inputs.ids.shape, m.spec.n_heads, dtype)
-    trace = m.run(text=prompts or None, ids=id_rows, keep=tuple(keep) if keep else ("*",), pad_side=pad_side,
+    trace = m.run(text=prompts or None, ids=id_rows, keep=tuple(keep) if keep else None, pad_side=pad_side,
                   special_tokens=not no_special_tokens, mask_override=mask_override(read) if read else None)
     if read is not None:
         trace.meta["mask"]["read"] = {"convention": read.convention, "steps": [st.line() for st in read.steps],
@@ -106,6 +106,9 @@ def run(
     console = make_console(record=export_html is not None)
     if as_json:
         console.file = io.StringIO()  # the page is still recorded; stdout carries only the JSON
+    if trace.meta["reduced_to_stats"]:
+        console.print(f"[dim]note: a long input: {', '.join(trace.meta['reduced_to_stats'])} kept as statistics only "
+                      "to stay under 2 GiB (--keep '*' keeps everything)[/]")
     if read is not None:
         show_mask_input(console, read, [t["token"] for t in report["tokens"]])
     show(console, report)

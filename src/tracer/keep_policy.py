@@ -1,0 +1,45 @@
+"""Which steps a run keeps whole by default, so that a long input cannot exhaust memory.
+
+Statistics are kept for every step regardless. Whole tensors are kept for
+everything while the trace fits the budget; past it, the largest kinds of step
+(attention score tensors grow with the square of the input) are reduced to
+statistics, largest first, until it fits.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tracer.arch.spec import Spec
+from tracer.steps import CATALOGUE
+
+DEFAULT_BUDGET = 2 * 1024**3  # bytes of kept tensors
+
+
+def step_sizes(spec: Spec, batch: int, length: int, itemsize: int) -> dict[str, int]:
+    """Bytes each step template takes in all (summed over blocks), for this model and input."""
+    axis = {"batch": batch, "pos": length, "q_len": length, "kv_len": length, "d_model": spec.d_model,
+            "heads": spec.n_heads, "kv_heads": spec.n_kv_heads, "d_head": spec.d_head, "d_ff": spec.d_ff,
+            "vocab": spec.vocab_size}
+    sizes = {}
+    for doc in CATALOGUE:
+        count = spec.n_layers if "{i}" in doc.template else 1
+        size = count * itemsize * math.prod(axis[a] for a in doc.axes)
+        if doc.template.endswith("attn.mask"):
+            size //= itemsize * spec.n_heads  # bool, broadcast over heads
+        sizes[doc.template.replace("{i}", "*")] = size
+    return sizes
+
+
+def auto_keep(spec: Spec, batch: int, length: int, itemsize: int, budget: int = DEFAULT_BUDGET) -> tuple[tuple[str, ...], list[str]]:
+    """(keep globs, the globs reduced to statistics). ("*",) and [] when everything fits."""
+    sizes = step_sizes(spec, batch, length, itemsize)
+    total, dropped = sum(sizes.values()), []
+    for glob, size in sorted(sizes.items(), key=lambda kv: -kv[1]):
+        if total <= budget:
+            break
+        dropped.append(glob)
+        total -= size
+    if not dropped:
+        return ("*",), []
+    return tuple(g for g in sizes if g not in dropped), dropped
