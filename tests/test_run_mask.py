@@ -58,3 +58,19 @@ def test_screen_shows_how_the_mask_was_read():
     r = _run("--ids", "5,17,42", "--mask", "[[0,1,1]]", "--mask-convention", "hf-2d", "--only", "mask")
     assert r.exit_code == 0, r.output
     assert "read as hf-2d" in r.output and "steps" in r.output and "ML012" in r.output  # left padding noticed
+
+
+def test_left_padding_explains_position_ids_and_warns_for_learned_positions():
+    def mask_json(model, side):
+        r = runner.invoke(app, ["run", "--model", str(model_dir(model)), "--ids", "5,6,7", "--ids", "8",
+                                "--pad-side", side, "--batch-row", "1", "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output)["mask"]
+
+    gpt2 = mask_json("gpt2", "left")["positions"]
+    assert gpt2["row"] == [0, 0, 0] and gpt2["warning"]["code"] == "ML012" and gpt2["warning"]["level"] == "warn"
+    assert mask_json("llama", "left")["positions"]["warning"]["level"] == "info"
+    assert mask_json("gpt2", "right")["positions"] is None
+    screen = runner.invoke(app, ["run", "--model", str(model_dir("gpt2")), "--ids", "5,6,7", "--ids", "8",
+                                 "--pad-side", "left", "--only", "mask"])
+    assert "ML012" in screen.output and "cumsum(mask) - 1" in screen.output

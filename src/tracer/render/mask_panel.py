@@ -105,6 +105,12 @@ def render_mask(mask: dict, labels: list[str], number: int = 4) -> Group:
         verb = "has" if len(flagged) == 1 else "have"
         parts.append(Text(f"⚠ {which} {verb} no key to attend to: the weights there are all zero (flagged, not NaN).",
                           style=WARN))
+    pos = mask.get("positions")
+    if pos:
+        parts.append(Text(f"positions  {pos['rule']}: {pos['row']} (batch row {mask['batch_row']})"))
+        w = pos["warning"]
+        parts.append(Text(f"{'⚠' if w['level'] == 'warn' else 'note'} {w['code']} {w['message']}",
+                          style=WARN if w["level"] == "warn" else DIM))
     if mask.get("matches_recorded") is False:
         parts.append(Text("⚠ the recorded attn.mask differs from the mask rebuilt here", style=WARN))
     return Group(*parts)

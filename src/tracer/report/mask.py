@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracer.engine.forward import positions_from_mask
 from tracer.masks.build import build_keep
 
 
@@ -81,6 +82,23 @@ def mask_report(trace, spec: dict, row: int, layer: int) -> dict:
     grids["keep"] = full[row, 0]
     out["grids"] = {k: np.asarray(v).tolist() for k, v in grids.items()}
     out["fully_masked_rows"] = [int(q) for q in np.flatnonzero(~full[row, 0].any(axis=-1))]
+    out["positions"] = positions_report(attention_mask, row, spec)
     if recorded is not None and recorded.kept:
         out["matches_recorded"] = bool(np.array_equal(np.broadcast_to(recorded.array, full.shape), full))
     return out
+
+
+def positions_report(attention_mask: np.ndarray, row: int, spec: dict) -> dict | None:
+    """Left padding moves real tokens right; the position ids say how tracer keeps them at 0, 1, 2, ...
+    With learned absolute positions that is where ports go wrong (mask lab warning ML012)."""
+    if not (attention_mask[:, 0] == 0).any():
+        return None
+    positions = positions_from_mask(attention_mask)[row]
+    learned = spec.get("positions") == "learned"
+    message = ("left padding with learned absolute positions: real tokens must start at position 0, so tracer "
+               "uses position_ids = cumsum(mask) - 1 (pads 0); a bare transformers forward() without position_ids "
+               "uses arange and shifts every real token by the pad count" if learned else
+               "left padding with rotary positions: a uniform shift would not change attention, but prefill and "
+               "decode must count positions the same way; tracer uses cumsum(mask) - 1 (pads 0)")
+    return {"rule": "position_ids = cumsum(mask) - 1, pads 0", "row": [int(p) for p in positions],
+            "warning": {"code": "ML012", "level": "warn" if learned else "info", "message": message}}
