@@ -58,7 +58,7 @@ def canonical_map_name(names: str) -> str:
 def translate(trace: Trace, names: str, reference: Trace) -> Translation:
     """`trace` renamed into tracer's step names (and layouts) using `reference` for shapes and modules."""
     map_name = canonical_map_name(names)
-    resolve = resolver_for(map_name, reference)
+    resolve = resolver_for(map_name, reference, trace.names())
     shapes = {s.name: s for s in reference.steps}
     out = Translation(Trace([], dict(trace.meta, name_map=map_name)), map_name)
     produced: set[str] = set()
@@ -105,13 +105,13 @@ def _rearranged(step: Step, target: str, layout: Layout, ref: Step | None) -> tu
     return new, "; ".join(notes)
 
 
-def resolver_for(map_name: str, reference: Trace) -> Resolver:
+def resolver_for(map_name: str, reference: Trace, their_names: list[str] = ()) -> Resolver:
     if map_name == "identity":
         return lambda name: Rule(((name, AS_IS),))
     if map_name == "hf":
         return hf_resolver(reference)
     if map_name == "tl":
-        return tl_resolver
+        return bridge_aware(tl_resolver, their_names)
     path = Path(map_name)
     if not path.is_file():
         raise TracerError(
@@ -255,6 +255,21 @@ def tl_resolver(name: str) -> Rule | None:
         step, layout = _TL_BLOCK[rest]
         return Rule(((f"blocks.{i}.{step}", layout),))
     return _tl_ignored(rest)
+
+
+def bridge_aware(resolve: Resolver, their_names) -> Resolver:
+    """In a TransformerBridge cache (it has `ln*.hook_out`), `hook_normalized` is taken before the norm's
+    weight and bias (measured with TransformerLens 4.3), so only `hook_out` is tracer's `ln*.out`.
+    In a legacy HookedTransformer cache there is no `hook_out` and `hook_normalized` is the output."""
+    if not any(n.endswith(("ln1.hook_out", "ln_final.hook_out")) for n in their_names):
+        return resolve
+
+    def resolve_bridge(name: str) -> Rule | None:
+        if name.endswith("hook_normalized"):
+            return Rule(ignored="TransformerBridge normalizes before weight and bias; its hook_out is the norm's output")
+        return resolve(name)
+
+    return resolve_bridge
 
 
 def _tl_ignored(rest: str) -> Rule | None:
