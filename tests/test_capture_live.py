@@ -65,12 +65,13 @@ def _model(folder: Path, dtype="float32"):
 def _forward(folder: Path, ids, mask=None):
     """(model, step arrays from hooks, step arrays from transformers' outputs) of one float32 forward."""
     import torch
-    from tracer.capture.hf import opt_positions, run_forward, tracer_positions
+    from tracer.capture.hf import opt_positions, run_forward
+    from tracer.masks.build import positions_from_mask
 
     model, family = _model(folder)
     ids = np.asarray(ids, dtype=np.int64)
     mask = np.ones_like(ids) if mask is None else np.asarray(mask, dtype=np.int64)
-    positions = opt_positions(mask) if family == "opt" else tracer_positions(mask)
+    positions = opt_positions(mask) if family == "opt" else positions_from_mask(mask)
     with torch.inference_mode():
         hooks, outputs = run_forward(model, family, ids, mask, positions)
     return model, {k: v[0] for k, v in hooks.items()}, {k: v[0] for k, v in outputs.items()}

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer.checkpoint.tokenizer import Tokenizer
-from tracer.engine.forward import ForwardInputs, positions_from_mask
+from tracer.engine.forward import ForwardInputs
+from tracer.masks.build import positions_from_mask
 from tracer.errors import TracerError
 
 
@@ -47,10 +48,8 @@ def rows_from_ids(id_rows: list[list[int]], tok: Tokenizer | None, vocab_size: i
 
 
 def _id_token(pos: int, tid: int, tok: Tokenizer | None) -> dict:
-    piece = tok.piece(tid) if tok else f"<{tid}>"
-    special = bool(tok and tid in tok.special_ids)
-    raw = tok.piece_bytes(piece, special) if tok else b""
-    return {"pos": pos, "id": tid, "piece": piece, "bytes": raw.hex(" "), "text": "", "start": 0, "end": 0, "special": special, "pad": False}
+    known = tok.describe_id(tid) if tok else {"piece": f"<{tid}>", "bytes": "", "special": False}
+    return {"pos": pos, "id": tid, **known, "text": "", "start": 0, "end": 0, "pad": False}
 
 
 def pad_rows(rows: list[list[dict]], pad_id: int, side: str) -> tuple[ForwardInputs, list[list[dict]]]:

@@ -70,7 +70,9 @@ class Model:
         override = self._checked_override(mask_override, b) if mask_override is not None else None
         rec = Recorder(keep, hf_module=lambda name: hf_module(self.family, name))
         with np.errstate(over="ignore", under="ignore"):
-            forward(b.inputs, self.weights, self.spec, rec, override)
+            # built once: the forward applies them, the meta describes them (an override replaces them)
+            masks = layer_masks(b.inputs, self.spec) if override is None else {}
+            forward(b.inputs, self.weights, self.spec, rec, override, masks)
         meta = {
             "tracer_version": __version__,
             "model": {"name": self.folder.name, "family": self.family, "config_sha256": self.config_sha256,
@@ -80,7 +82,7 @@ class Model:
             "tokens": b.tokens,
             "pad_side": pad_side,
             "special_tokens": special_tokens,
-            "mask": self._mask_meta(b, override),
+            "mask": self._mask_meta(b, override, masks),
             "keep": list(keep),
             "reduced_to_stats": reduced,
         }
@@ -105,12 +107,11 @@ class Model:
         bias = None if m.bias is None else m.bias.astype(dtype)
         return MaskOverride(m.keep.astype(bool), bias, m.note)
 
-    def _mask_meta(self, b: Batch, override: MaskOverride | None) -> dict:
+    def _mask_meta(self, b: Batch, override: MaskOverride | None, parts: dict) -> dict:
         layers = {str(i): self.spec.window(i) for i in range(self.spec.n_layers)}
         if override is not None:
             keep = np.broadcast_to(override.keep, (b.inputs.ids.shape[0], override.keep.shape[1]) + override.keep.shape[2:])
             return {"source": "override", "note": override.note, "windows": layers, "fully_masked": _fully_masked(keep)}
-        parts = layer_masks(b.inputs, self.spec)
         return {
             "source": "built",
             "causal": self.spec.causal,

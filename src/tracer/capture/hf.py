@@ -21,6 +21,7 @@ import numpy as np
 from tracer.arch.hf_names import CONDITIONS, FUSED_QKV, HF_NAMES, hf_module
 from tracer.capture.float64 import float32_as_float64, recompute_rotary_in_float64
 from tracer.errors import TracerError
+from tracer.masks.build import positions_from_mask
 from tracer.steps import describe
 from tracer.trace import Recorder, Trace
 
@@ -136,11 +137,6 @@ def _check_inputs(ids, attention_mask, vocab_size: int) -> tuple[np.ndarray, np.
     return ids_np, mask_np
 
 
-def tracer_positions(mask: np.ndarray) -> np.ndarray:
-    """tracer's convention: each real token's index among the real tokens of its row, pads 0."""
-    return np.where(mask == 1, np.cumsum(mask, axis=1) - 1, 0).astype(np.int64)
-
-
 def opt_positions(mask: np.ndarray) -> np.ndarray:
     """What OPT computes from the mask before adding its offset of 2 (pads come out as -1)."""
     return (np.cumsum(mask, axis=1) * mask - 1).astype(np.int64)
@@ -152,7 +148,7 @@ def _positions_for(family: str, mask: np.ndarray, position_ids) -> np.ndarray:
         if positions.shape != mask.shape:
             raise TracerError(f"position_ids shape {positions.shape} differs from ids shape {mask.shape}")
         return positions
-    return opt_positions(mask) if family == "opt" else tracer_positions(mask)
+    return opt_positions(mask) if family == "opt" else positions_from_mask(mask)
 
 
 def _positions_op(family: str, position_ids) -> str:

@@ -62,6 +62,12 @@ class Tokenizer:
         p = self._tok.id_to_token(token_id)
         return p if p is not None else f"<{token_id}>"
 
+    def describe_id(self, token_id: int) -> dict:
+        """{piece, bytes (hex), special} of a vocabulary id, for tables of ids that did not come from text."""
+        piece = self.piece(token_id)
+        special = token_id in self.special_ids
+        return {"piece": piece, "bytes": self.piece_bytes(piece, special).hex(" "), "special": special}
+
     def piece_bytes(self, piece: str, special: bool = False) -> bytes:
         if special:
             return piece.encode()

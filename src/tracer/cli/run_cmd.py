@@ -223,12 +223,4 @@ def vocab_lookup(tokenizer):
     """id -> {piece, bytes, special}, from the tokenizer when there is one."""
     from tracer.report.options import ids_only_vocab
 
-    if tokenizer is None:
-        return ids_only_vocab
-
-    def lookup(token_id: int) -> dict:
-        piece = tokenizer.piece(token_id)
-        special = token_id in tokenizer.special_ids
-        return {"piece": piece, "bytes": tokenizer.piece_bytes(piece, special).hex(" "), "special": special}
-
-    return lookup
+    return ids_only_vocab if tokenizer is None else tokenizer.describe_id

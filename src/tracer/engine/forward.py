@@ -33,11 +33,6 @@ class ForwardInputs:
     positions: np.ndarray  # [batch, pos] int64
 
 
-def positions_from_mask(attention_mask: np.ndarray) -> np.ndarray:
-    """cumsum(mask) - 1 with pads at 0: real tokens count from 0 whichever side the padding is on."""
-    return np.where(attention_mask != 0, np.cumsum(attention_mask, axis=1) - 1, 0).astype(np.int64)
-
-
 def norm(x: np.ndarray, W: dict, name: str, spec: Spec) -> np.ndarray:
     if spec.norm == "rmsnorm":
         return rms_norm(x, W[name + ".w"], spec.norm_eps, spec.norm_offset)
@@ -98,7 +93,8 @@ def layer_masks(inputs: ForwardInputs, spec: Spec) -> dict[int | None, MaskParts
     return {w: build_keep(inputs.attention_mask, spec.causal, w, q_len) for w in windows}
 
 
-def forward(inputs: ForwardInputs, W: dict, spec: Spec, rec, override: MaskOverride | None = None) -> np.ndarray:
+def forward(inputs: ForwardInputs, W: dict, spec: Spec, rec, override: MaskOverride | None = None,
+            masks: dict[int | None, MaskParts] | None = None) -> np.ndarray:
     """Run the model; returns probs [batch, pos, vocab]. Everything else reaches `rec`."""
     rec("input.ids", inputs.ids, _BT, "token ids")
     rec("input.mask", inputs.attention_mask, _BT, "1 = real token, 0 = padding")
@@ -107,7 +103,7 @@ def forward(inputs: ForwardInputs, W: dict, spec: Spec, rec, override: MaskOverr
     rope = None
     if spec.positions == "rotary":
         rope = cos_sin(inputs.positions, inverse_frequencies(spec.rope, dtype), dtype)
-    masks = layer_masks(inputs, spec)
+    masks = masks if masks is not None else layer_masks(inputs, spec)
     x = embed(inputs, W, spec, rec)
     for i in range(spec.n_layers):
         if override is not None:

@@ -31,6 +31,11 @@ def padding_keep(attention_mask: np.ndarray) -> np.ndarray:
     return (attention_mask != 0)[:, None, None, :]
 
 
+def positions_from_mask(attention_mask: np.ndarray) -> np.ndarray:
+    """cumsum(mask) - 1 with pads at 0: real tokens count from 0 whichever side the padding is on."""
+    return np.where(attention_mask != 0, np.cumsum(attention_mask, axis=1) - 1, 0).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class MaskParts:
     """How one layer's mask was built, kept for explanation: each part and their AND."""

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from tracer.masks.build import positions_from_mask
 from tracer.masks.options import MaskOptions
 from tracer.masks.result import MaskResult, MaskWarning
 
@@ -103,7 +104,7 @@ def warn_left_padding(b, mask2d: np.ndarray) -> None:
     left = [i for i, row in enumerate(keep) if row.size and not row[0] and row.any()]
     if not left:
         return
-    pos_v5 = np.where(keep, np.cumsum(keep, axis=-1) - 1, 0)
+    pos_v5 = positions_from_mask(keep)
     pos_v4 = np.where(keep, np.cumsum(keep, axis=-1) - 1, 1)
     rows = ", ".join(f"b={i}: {pos_v5[i].tolist()}" for i in left[:4])
     b.warn("ML012", f"left padding in batch row(s) {left[:8]}: generate() uses position_ids = cumsum(mask) - 1 with "

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracer.engine.forward import positions_from_mask
-from tracer.masks.build import build_keep
+from tracer.masks.build import build_keep, positions_from_mask
 
 
 def attention_mask_from_tokens(meta: dict) -> np.ndarray:
