@@ -1,6 +1,7 @@
 """`tracer diff` and `tracer capture` on the command line: exit codes, output order, JSON, errors."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,7 +114,8 @@ def test_errors_exit_two_with_one_line(tmp_path, traces, make_args):
 def test_capture_without_torch_says_what_to_install(tmp_path, monkeypatch):
     real = capture_cmd.importlib.util.find_spec
     monkeypatch.setattr(capture_cmd.importlib.util, "find_spec", lambda name: None if name == "torch" else real(name))
-    result = runner.invoke(app, ["capture", str(tmp_path), "hi", "-o", str(tmp_path / "x.safetensors")])
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "llama"  # valid input: only torch is missing
+    result = runner.invoke(app, ["capture", str(folder), "hi", "-o", str(tmp_path / "x.safetensors")])
     assert result.exit_code == 2
     assert "tracer capture needs torch and transformers" in result.output
     assert not (tmp_path / "x.safetensors").exists()

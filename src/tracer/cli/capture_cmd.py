@@ -43,9 +43,6 @@ def capture(
     pad_side: str = typer.Option("right", "--pad-side", help="Where a batch is padded: left or right."),
     no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS/EOS/CLS."),
 ):
-    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise TracerError(f"tracer capture needs torch and transformers ({' and '.join(missing)} not installed)", hint=INSTALL_HINT)
     if prompts and ids:
         raise TracerError("give prompt text or --ids, not both")
     if not prompts and not ids:
@@ -53,6 +50,9 @@ def capture(
     if not (model_dir / "config.json").is_file():
         raise TracerError(f"{model_dir}: not a checkpoint folder (no config.json)")
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:  # after the input checks, so a wrong command line is told first
+        raise TracerError(f"tracer capture needs torch and transformers ({' and '.join(missing)} not installed)", hint=INSTALL_HINT)
     inputs = batch_inputs(model_dir, prompts, id_rows, pad_side, not no_special_tokens)
 
     from tracer.capture.hf import capture as hf_capture
