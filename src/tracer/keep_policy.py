@@ -11,23 +11,26 @@ from __future__ import annotations
 import math
 
 from tracer.arch.spec import Spec
-from tracer.steps import CATALOGUE
+from tracer.steps import route_templates
 
 DEFAULT_BUDGET = 2 * 1024**3  # bytes of kept tensors
 
 
 def step_sizes(spec: Spec, batch: int, length: int, itemsize: int) -> dict[str, int]:
-    """Bytes each step template takes in all (summed over blocks), for this model and input."""
-    axis = {"batch": batch, "pos": length, "q_len": length, "kv_len": length, "d_model": spec.d_model,
-            "heads": spec.n_heads, "kv_heads": spec.n_kv_heads, "d_head": spec.d_head, "d_ff": spec.d_ff,
-            "vocab": spec.vocab_size}
+    """Bytes each step template of the model's route takes in all (summed over blocks), for this model and input.
+
+    Every sequence axis counts `length` (an encoder-decoder's decoder input is usually shorter: an upper bound)."""
+    axis = {"batch": batch, "pos": length, "q_len": length, "kv_len": length, "enc_pos": length, "dec_pos": length,
+            "d_model": spec.d_model, "heads": spec.n_heads, "kv_heads": spec.n_kv_heads, "d_head": spec.d_head,
+            "d_ff": spec.d_ff, "vocab": spec.vocab_size}
     sizes = {}
-    for doc in CATALOGUE:
-        count = spec.n_layers if "{i}" in doc.template else 1
+    for template, doc in route_templates(spec.route):
+        stack = spec.encoder if template.startswith("encoder.") and spec.encoder is not None else spec
+        count = stack.n_layers if "{i}" in template else 1
         size = count * itemsize * math.prod(axis[a] for a in doc.axes)
-        if doc.template.endswith("attn.mask"):
+        if template.endswith("attn.mask"):
             size //= itemsize * spec.n_heads  # bool, broadcast over heads
-        sizes[doc.template.replace("{i}", "*")] = size
+        sizes[template.replace("{i}", "*")] = size
     return sizes
 
 

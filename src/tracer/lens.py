@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer.arch.spec import Spec
-from tracer.engine.forward import norm, unembed
+from tracer.engine.heads import unembed
+from tracer.engine.norms import norm
 from tracer.engine.ops import softmax
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -12,16 +13,18 @@ from tracer.arch.canonical import Source, expected_shapes
 from tracer.arch.hf_names import hf_module
 from tracer.arch.registry import adapter_for
 from tracer.arch.spec import Spec
-from tracer.batch import Batch, check_length, pad_rows, rows_from_ids, rows_from_text
+from tracer.batch import Batch, check_length, pad_rows, rows_from_ids, rows_from_text, with_token_types
 from tracer.checkpoint.config import read_config
+from tracer.checkpoint.pooling import read_pooling
 from tracer.checkpoint.tokenizer import Tokenizer
 from tracer.checkpoint.weights import WeightFiles
-from tracer.engine.forward import MaskOverride, forward, layer_masks
+from tracer.engine.forward import ForwardInputs, MaskOverride, forward, layer_masks
 from tracer.errors import TracerError
 from tracer.keep_policy import auto_keep
 from tracer.trace import Recorder, Trace
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
+POSITION_RULES = ("auto", "mask", "index")
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
@@ -43,26 +46,80 @@ class Model:
     def max_positions(self) -> int | None:
         return self.spec.max_positions or self.spec.extras.get("max_position_embeddings")
 
+    @property
+    def route(self) -> str:
+        return self.spec.route
+
     def batch(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | None = None,
-              pad_side: str = "right", special_tokens: bool = True) -> Batch:
+              pad_side: str = "right", special_tokens: bool = True, pair: str | None = None,
+              token_types: Sequence[Sequence[int]] | None = None, decoder_text: str | None = None,
+              decoder_ids: Sequence[int] | None = None, positions: str = "auto") -> Batch:
+        """Tokenize (or take ids), pad and build the inputs of every stack the model has.
+
+        pair: a second text per row (BERT family: marked by the tokenizer's template, token type 1).
+        token_types: segment ids per row, one per token. decoder_text / decoder_ids: the decoder's input
+        of an encoder-decoder model (default: just the decoder start token). positions: "auto" follows the
+        family (transformers' rule), "mask" counts real tokens (cumsum(mask) - 1), "index" is 0..n-1.
+        """
         if (text is None) == (ids is None):
             raise TracerError("give either text or token ids (not both, not neither)")
+        if pair is not None and text is None:
+            raise TracerError("a text pair goes with prompt text, not with --ids")
+        if positions not in POSITION_RULES:
+            raise TracerError(f"--positions must be from-mask or index, not {positions!r}")
+        if (decoder_text is not None or decoder_ids is not None) and self.route != "encoder-decoder":
+            raise TracerError(f"this is a {self.spec.route_text.split(',')[0]} model: it has no decoder input",
+                              hint="--decoder-text/--decoder-ids apply to encoder-decoder models (t5, bart)")
         if text is not None:
-            rows, prompts = rows_from_text([text] if isinstance(text, str) else list(text), self.tokenizer, special_tokens)
+            rows, prompts = rows_from_text([text] if isinstance(text, str) else list(text), self.tokenizer, special_tokens, pair)
         else:
             rows, prompts = rows_from_ids([list(r) for r in ids], self.tokenizer, self.spec.vocab_size), [None] * len(ids)
         too_big = [t["id"] for r in rows for t in r if t["id"] >= self.spec.vocab_size]
         if too_big:
             raise TracerError(f"the tokenizer gave id {too_big[0]}, outside the model's vocabulary of {self.spec.vocab_size}")
-        check_length(rows, self.max_positions)
-        inputs, tokens = pad_rows(rows, self._pad_id(), pad_side)
-        return Batch(inputs, tokens, list(prompts))
+        stack = self.spec.encoder or self.spec
+        if token_types is not None:
+            rows = with_token_types(rows, [list(t) for t in token_types], stack.token_types)
+        elif pair is not None and not stack.token_types and self.route != "encoder":
+            raise TracerError("a text pair needs a model that reads two segments (the BERT family)")
+        check_length(rows, stack.max_positions or self.max_positions)
+        rule = stack.position_rule if positions == "auto" else positions
+        inputs, tokens = pad_rows(rows, self._pad_id(), pad_side, rule)
+        decoder_tokens = None
+        if self.route == "encoder-decoder":
+            dec, decoder_tokens = self._decoder_inputs(len(rows), decoder_text, decoder_ids)
+            inputs = replace(inputs, decoder=dec)
+        return Batch(inputs, tokens, list(prompts), decoder_tokens)
+
+    def _decoder_inputs(self, n_rows: int, text: str | None, ids: Sequence[int] | None) -> tuple[ForwardInputs, list]:
+        """The decoder's input, the same on every row: the start token, then the given text or ids."""
+        start = self.spec.extras.get("decoder_start_token_id")
+        if not isinstance(start, int) or not 0 <= start < self.spec.vocab_size:
+            start = self._pad_id()
+        if text is not None and ids is not None:
+            raise TracerError("give --decoder-text or --decoder-ids, not both")
+        if ids is not None:
+            row = rows_from_ids([list(ids)], self.tokenizer, self.spec.vocab_size)[0]
+        else:
+            row = rows_from_ids([[start]], self.tokenizer, self.spec.vocab_size)[0]
+            if text is not None:
+                if not text.strip():
+                    raise TracerError("--decoder-text is empty")
+                rest = rows_from_text([text], self.tokenizer, special_tokens=False)[0][0]
+                row += [{**t, "pos": 1 + j} for j, t in enumerate(rest)]
+        check_length([row], self.spec.max_positions)
+        inputs, tokens = pad_rows([row] * n_rows, self._pad_id(), "right", self.spec.position_rule)
+        return inputs, tokens
 
     def run(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | None = None,
             keep: Sequence[str] | None = None, pad_side: str = "right", special_tokens: bool = True,
-            mask_override: MaskOverride | None = None) -> Trace:
-        """keep: globs of steps kept whole; None keeps everything that fits DEFAULT_BUDGET (see keep_policy)."""
-        b = self.batch(text, ids, pad_side, special_tokens)
+            mask_override: MaskOverride | None = None, pair: str | None = None,
+            token_types: Sequence[Sequence[int]] | None = None, decoder_text: str | None = None,
+            decoder_ids: Sequence[int] | None = None, positions: str = "auto") -> Trace:
+        """keep: globs of steps kept whole; None keeps everything that fits DEFAULT_BUDGET (see keep_policy).
+        The other arguments are those of `batch`."""
+        b = self.batch(text, ids, pad_side, special_tokens, pair, token_types, decoder_text, decoder_ids, positions)
+        main = b.inputs.decoder or b.inputs  # the stack whose self-attention the masks describe
         reduced: list[str] = []
         if keep is None:
             itemsize = self.weights["embed.W_E"].dtype.itemsize
@@ -71,21 +128,27 @@ class Model:
         rec = Recorder(keep, hf_module=lambda name: hf_module(self.family, name))
         with np.errstate(over="ignore", under="ignore"):
             # built once: the forward applies them, the meta describes them (an override replaces them)
-            masks = layer_masks(b.inputs, self.spec) if override is None else {}
+            masks = layer_masks(main.attention_mask, self.spec) if override is None else {}
             forward(b.inputs, self.weights, self.spec, rec, override, masks)
         meta = {
             "tracer_version": __version__,
-            "model": {"name": self.folder.name, "family": self.family, "config_sha256": self.config_sha256,
-                      "spec": self.spec.to_dict(), "n_params": self.n_params, "storage_dtypes": self.files.storage_dtypes()},
+            "model": {"name": self.folder.name, "family": self.family, "route": self.route,
+                      "config_sha256": self.config_sha256, "spec": self.spec.to_dict(), "n_params": self.n_params,
+                      "storage_dtypes": self.files.storage_dtypes()},
             "dtype": self.dtype,
             "prompts": b.prompts,
             "tokens": b.tokens,
             "pad_side": pad_side,
             "special_tokens": special_tokens,
+            "positions": (self.spec.encoder or self.spec).position_rule if positions == "auto" else positions,
             "mask": self._mask_meta(b, override, masks),
             "keep": list(keep),
             "reduced_to_stats": reduced,
         }
+        if pair is not None:
+            meta["pair"] = pair
+        if b.decoder_tokens is not None:
+            meta["decoder_tokens"] = b.decoder_tokens
         return Trace(rec.steps, meta)
 
     def _pad_id(self) -> int:
@@ -95,6 +158,9 @@ class Model:
         return 0
 
     def _checked_override(self, m: MaskOverride, b: Batch) -> MaskOverride:
+        if self.route == "encoder-decoder":
+            raise TracerError("--mask replaces a single stack's self-attention mask; encoder-decoder models have three",
+                              hint="use tracer mask to study the convention, then run without --mask")
         bsz, q = b.inputs.ids.shape
         target = (bsz, self.spec.n_heads, q, q)
         for name, arr in (("mask", m.keep), ("mask bias", m.bias)):
@@ -112,13 +178,18 @@ class Model:
         if override is not None:
             keep = np.broadcast_to(override.keep, (b.inputs.ids.shape[0], override.keep.shape[1]) + override.keep.shape[2:])
             return {"source": "override", "note": override.note, "windows": layers, "fully_masked": _fully_masked(keep)}
-        return {
+        main = b.inputs.decoder or b.inputs
+        meta = {
             "source": "built",
+            "route": self.route,
             "causal": self.spec.causal,
             "windows": layers,
-            "padding": bool((b.inputs.attention_mask == 0).any()),
+            "padding": bool((main.attention_mask == 0).any()),
             "fully_masked": {str(w): _fully_masked(p.keep) for w, p in parts.items()},
         }
+        if self.route == "encoder-decoder":
+            meta["encoder_padding"] = bool((b.inputs.attention_mask == 0).any())
+        return meta
 
 
 def _fully_masked(keep: np.ndarray) -> list[list[int]]:
@@ -141,6 +212,8 @@ def load_model(path: str | Path, dtype: str = "float32") -> Model:
     cfg, sha = read_config(folder)
     adapter = adapter_for(cfg)
     spec = adapter.spec_from_config(cfg)
+    if spec.head == "none":
+        spec = replace(spec, pooling=read_pooling(folder))
     files = WeightFiles(folder)
     weights = load_weights(files, adapter.weight_sources(spec), spec, DTYPES[dtype])
     tok_path = folder / "tokenizer.json"

@@ -14,29 +14,48 @@ import re
 from dataclasses import dataclass
 
 
+ROUTES = ("decoder", "encoder", "encoder-decoder")
+STACKS = ("encoder.", "decoder.")  # encoder-decoder models prefix embed.*, blocks.* and final_norm.* with these
+
+
 @dataclass(frozen=True)
 class StepDoc:
     template: str  # e.g. "blocks.{i}.attn.q"
     axes: tuple[str, ...]  # named axes, outermost first
     what: str
+    routes: tuple[str, ...] = ROUTES  # the routes that record this step
+
+    @property
+    def stacked(self) -> bool:
+        """Recorded once per stack (`encoder.` / `decoder.` prefix) in an encoder-decoder model."""
+        return self.template.startswith(("embed.", "blocks.", "final_norm."))
 
 
 _BTD = ("batch", "pos", "d_model")
 _BHQK = ("batch", "heads", "q_len", "kv_len")
+_ENC = ("encoder",)
+_S2S = ("encoder-decoder",)
+_NOT_S2S = ("decoder", "encoder")
 
 CATALOGUE: tuple[StepDoc, ...] = (
     StepDoc("input.ids", ("batch", "pos"), "token ids (int64)"),
     StepDoc("input.mask", ("batch", "pos"), "1 = real token, 0 = padding (int64)"),
-    StepDoc("input.positions", ("batch", "pos"), "position ids used (int64; cumsum(mask) - 1, pads 0)"),
+    StepDoc("input.positions", ("batch", "pos"), "position ids used (int64; cumsum(mask) - 1 with pads 0, or 0..n-1 where the family ignores padding); absent for T5's relative positions"),
+    StepDoc("input.token_types", ("batch", "pos"), "segment ids (int64; BERT family: 0 = first text, 1 = second)", _ENC),
+    StepDoc("input.decoder_ids", ("batch", "dec_pos"), "decoder input ids (int64), starting with the decoder start token", _S2S),
+    StepDoc("input.decoder_mask", ("batch", "dec_pos"), "decoder 1 = real token, 0 = padding (int64)", _S2S),
+    StepDoc("input.decoder_positions", ("batch", "dec_pos"), "decoder position ids (int64; learned positions only)", _S2S),
     StepDoc("embed.tokens", _BTD, "token embedding lookup W_E[ids]"),
-    StepDoc("embed.positions", _BTD, "learned position embeddings W_pos[positions] (absent for rotary)"),
-    StepDoc("embed.out", _BTD, "residual stream entering block 0 (after any scale)"),
+    StepDoc("embed.token_types", _BTD, "segment embeddings W_type[token_types] (BERT family; row 0 when no types are given)", _ENC),
+    StepDoc("embed.positions", _BTD, "learned position embeddings W_pos[positions + offset] (absent for rotary and relative)"),
+    StepDoc("embed.out", _BTD, "residual stream entering block 0 (after any scale and embedding LayerNorm)"),
     StepDoc("blocks.{i}.ln1.out", _BTD, "first norm of block i (after attention in a post-norm block)"),
     StepDoc("blocks.{i}.attn.q", ("batch", "heads", "pos", "d_head"), "query projection split into heads, bias added"),
     StepDoc("blocks.{i}.attn.k", ("batch", "kv_heads", "pos", "d_head"), "key projection split into kv heads, bias added"),
     StepDoc("blocks.{i}.attn.v", ("batch", "kv_heads", "pos", "d_head"), "value projection split into kv heads, bias added"),
     StepDoc("blocks.{i}.attn.q_rot", ("batch", "heads", "pos", "d_head"), "queries after rotary embedding"),
     StepDoc("blocks.{i}.attn.k_rot", ("batch", "kv_heads", "pos", "d_head"), "keys after rotary embedding"),
+    StepDoc("blocks.{i}.attn.position_bias", ("batch", "heads", "q_len", "kv_len"), "relative position bias (T5 buckets; batch axis 1), already inside attn.scores", ("encoder-decoder",)),
     StepDoc("blocks.{i}.attn.scores", _BHQK, "q.k^T * scale, plus any position bias, before the mask"),
     StepDoc("blocks.{i}.attn.mask", _BHQK, "boolean keep-mask as applied, True = attend (size-1 axes broadcast)"),
     StepDoc("blocks.{i}.attn.masked_scores", _BHQK, "scores with blocked cells set to -inf"),
@@ -44,15 +63,30 @@ CATALOGUE: tuple[StepDoc, ...] = (
     StepDoc("blocks.{i}.attn.z", ("batch", "heads", "q_len", "d_head"), "weights @ v (kv heads repeated for grouped-query)"),
     StepDoc("blocks.{i}.attn.out", _BTD, "heads merged and put through the output projection"),
     StepDoc("blocks.{i}.resid_mid", _BTD, "residual stream after the attention sublayer (absent with parallel residual)"),
+    StepDoc("blocks.{i}.ln_cross.out", _BTD, "norm around cross-attention (before it when pre-norm; after its residual when post-norm)", _S2S),
+    StepDoc("blocks.{i}.cross_attn.q", ("batch", "heads", "pos", "d_head"), "cross-attention queries, from the decoder stream", _S2S),
+    StepDoc("blocks.{i}.cross_attn.k", ("batch", "kv_heads", "enc_pos", "d_head"), "cross-attention keys, from the encoder output", _S2S),
+    StepDoc("blocks.{i}.cross_attn.v", ("batch", "kv_heads", "enc_pos", "d_head"), "cross-attention values, from the encoder output", _S2S),
+    StepDoc("blocks.{i}.cross_attn.scores", _BHQK, "decoder queries . encoder keys (kv_len = encoder positions)", _S2S),
+    StepDoc("blocks.{i}.cross_attn.mask", _BHQK, "the encoder's padding as a keep-mask, broadcast over decoder rows", _S2S),
+    StepDoc("blocks.{i}.cross_attn.masked_scores", _BHQK, "cross scores with padded encoder positions set to -inf", _S2S),
+    StepDoc("blocks.{i}.cross_attn.weights", _BHQK, "softmax over encoder positions", _S2S),
+    StepDoc("blocks.{i}.cross_attn.z", ("batch", "heads", "q_len", "d_head"), "weights @ encoder values", _S2S),
+    StepDoc("blocks.{i}.cross_attn.out", _BTD, "cross-attention heads merged and projected", _S2S),
+    StepDoc("blocks.{i}.resid_cross", _BTD, "residual stream after the cross-attention sublayer", _S2S),
     StepDoc("blocks.{i}.ln2.out", _BTD, "second norm of block i"),
     StepDoc("blocks.{i}.mlp.pre", ("batch", "pos", "d_ff"), "first MLP projection before the activation (gate branch when gated)"),
     StepDoc("blocks.{i}.mlp.up", ("batch", "pos", "d_ff"), "linear (up) branch of a gated MLP"),
     StepDoc("blocks.{i}.mlp.post", ("batch", "pos", "d_ff"), "after the activation (times up when gated)"),
     StepDoc("blocks.{i}.mlp.out", _BTD, "after the down projection"),
     StepDoc("blocks.{i}.resid_post", _BTD, "residual stream leaving block i"),
-    StepDoc("final_norm.out", _BTD, "final norm"),
-    StepDoc("logits", ("batch", "pos", "vocab"), "unembedding: final_norm.out @ W_U"),
+    StepDoc("final_norm.out", _BTD, "final norm (absent in post-norm models such as BERT and BART)"),
+    StepDoc("head.dense", _BTD, "MLM head: dense projection of the last block's output", _ENC),
+    StepDoc("head.act", _BTD, "MLM head: after its activation", _ENC),
+    StepDoc("head.ln.out", _BTD, "MLM head: LayerNorm, the vector the tied decoder reads", _ENC),
+    StepDoc("logits", ("batch", "pos", "vocab"), "unembedding: final_norm.out @ W_U (MLM: head.ln.out @ W_E^T + b; T5 tied: scaled by d_model^-0.5 first); decoder positions in an encoder-decoder model"),
     StepDoc("probs", ("batch", "pos", "vocab"), "softmax of logits over the vocabulary"),
+    StepDoc("pooled", ("batch", "d_model"), "encoder without a head: the declared sentence embedding (sentence-transformers pooling, else mean over real tokens)", _ENC),
 )
 
 
@@ -64,11 +98,32 @@ _REGEXES = tuple((_template_regex(d.template), d) for d in CATALOGUE)
 
 
 def describe(name: str) -> StepDoc | None:
-    """The catalogue row a concrete step name belongs to, or None."""
+    """The catalogue row a concrete step name belongs to (stack prefixes `encoder.`/`decoder.` allowed), or None."""
+    stack = next((s for s in STACKS if name.startswith(s)), None)
+    bare = name[len(stack):] if stack else name
     for regex, doc in _REGEXES:
-        if regex.match(name):
+        if regex.match(bare) and (stack is None or doc.stacked):
             return doc
     return None
+
+
+def stack_of(name: str) -> str:
+    """"encoder", "decoder" or "" (a single-stack model, or a step outside the stacks)."""
+    return next((s[:-1] for s in STACKS if name.startswith(s)), "")
+
+
+def route_templates(route: str) -> list[tuple[str, StepDoc]]:
+    """The concrete templates one route records, in order: stack steps are prefixed in an encoder-decoder model."""
+    if route not in ROUTES:
+        raise ValueError(route)
+    docs = [d for d in CATALOGUE if route in d.routes]
+    if route != "encoder-decoder":
+        return [(d.template, d) for d in docs if "cross" not in d.template]
+    inputs = [(d.template, d) for d in docs if d.template.startswith("input.")]
+    enc = [("encoder." + d.template, d) for d in docs if d.stacked and "cross" not in d.template]
+    dec = [("decoder." + d.template, d) for d in docs if d.stacked]
+    rest = [(d.template, d) for d in docs if not d.stacked and not d.template.startswith("input.")]
+    return inputs + enc + dec + rest
 
 
 def block_of(name: str) -> int | None:

@@ -37,24 +37,50 @@ def rows_transposed(hf_name: str, start: int, stop: int) -> Source:
 
 
 def expected_shapes(spec: Spec) -> dict[str, tuple[int, ...]]:
-    d, v, f = spec.d_model, spec.vocab_size, spec.d_ff
+    """Every canonical weight the engine reads, with its shape. Encoder-decoder models prefix each
+    stack's weights with `encoder.` / `decoder.`; the token embedding `embed.W_E` is shared."""
+    shapes: dict[str, tuple[int, ...]] = {"embed.W_E": (spec.vocab_size, spec.d_model)}
+    if spec.encoder is not None:
+        shapes.update(stack_shapes(spec.encoder, "encoder."))
+        shapes.update(stack_shapes(spec, "decoder."))
+    else:
+        shapes.update(stack_shapes(spec, ""))
+    shapes.update(head_shapes(spec))
+    return shapes
+
+
+def _norm_shapes(name: str, spec: Spec) -> dict[str, tuple[int, ...]]:
+    shapes = {name + ".w": (spec.d_model,)}
+    if spec.norm == "layernorm":
+        shapes[name + ".b"] = (spec.d_model,)
+    return shapes
+
+
+def stack_shapes(spec: Spec, prefix: str) -> dict[str, tuple[int, ...]]:
+    """Embedding extras, blocks and final norm of one stack (prefix "" for a single-stack model)."""
+    d, f = spec.d_model, spec.d_ff
     q_out, kv_out = spec.n_heads * spec.d_head, spec.n_kv_heads * spec.d_head
-    has_norm_bias = spec.norm == "layernorm"
-    shapes: dict[str, tuple[int, ...]] = {"embed.W_E": (v, d)}
+    shapes: dict[str, tuple[int, ...]] = {}
     if spec.positions == "learned":
-        shapes["embed.W_pos"] = (spec.max_positions + spec.position_offset, d)
+        shapes[prefix + "embed.W_pos"] = (spec.max_positions + spec.position_offset, d)
+    if spec.token_types:
+        shapes[prefix + "embed.W_type"] = (spec.token_types, d)
+    if spec.embed_norm:
+        shapes.update(_norm_shapes(prefix + "embed.ln", spec))
+    if spec.relative_bias is not None:
+        shapes[prefix + "rel_bias.W"] = (spec.relative_bias.num_buckets, spec.n_heads)
+    sublayers = ("attn", "cross_attn") if spec.cross_attention else ("attn",)
     for i in range(spec.n_layers):
-        p = f"blocks.{i}."
-        for norm in ("ln1", "ln2"):
-            shapes[p + norm + ".w"] = (d,)
-            if has_norm_bias:
-                shapes[p + norm + ".b"] = (d,)
-        shapes.update({p + "attn.W_q": (d, q_out), p + "attn.W_k": (d, kv_out), p + "attn.W_v": (d, kv_out)})
-        shapes[p + "attn.W_o"] = (q_out, d)
-        if spec.qkv_bias:
-            shapes.update({p + "attn.b_q": (q_out,), p + "attn.b_k": (kv_out,), p + "attn.b_v": (kv_out,)})
-        if spec.o_bias:
-            shapes[p + "attn.b_o"] = (d,)
+        p = f"{prefix}blocks.{i}."
+        for norm in ("ln1", "ln2") + (("ln_cross",) if spec.cross_attention else ()):
+            shapes.update(_norm_shapes(p + norm, spec))
+        for part in sublayers:
+            a = p + part + "."
+            shapes.update({a + "W_q": (d, q_out), a + "W_k": (d, kv_out), a + "W_v": (d, kv_out), a + "W_o": (q_out, d)})
+            if spec.qkv_bias:
+                shapes.update({a + "b_q": (q_out,), a + "b_k": (kv_out,), a + "b_v": (kv_out,)})
+            if spec.o_bias:
+                shapes[a + "b_o"] = (d,)
         shapes[p + "mlp.W_in"] = (d, f)
         if spec.mlp == "gated":
             shapes[p + "mlp.W_up"] = (d, f)
@@ -63,9 +89,18 @@ def expected_shapes(spec: Spec) -> dict[str, tuple[int, ...]]:
             shapes[p + "mlp.b_in"] = (f,)
             shapes[p + "mlp.b_out"] = (d,)
     if spec.final_norm:
-        shapes["final_norm.w"] = (d,)
-        if has_norm_bias:
-            shapes["final_norm.b"] = (d,)
+        shapes.update(_norm_shapes(prefix + "final_norm", spec))
+    return shapes
+
+
+def head_shapes(spec: Spec) -> dict[str, tuple[int, ...]]:
+    """The output head: the unembedding (and the MLM transform before it); nothing for head "none"."""
+    d, v = spec.d_model, spec.vocab_size
+    shapes: dict[str, tuple[int, ...]] = {}
+    if spec.head == "none":
+        return shapes
+    if spec.head == "mlm":
+        shapes.update({"head.W_dense": (d, d), "head.b_dense": (d,), "head.ln.w": (d,), "head.ln.b": (d,)})
     shapes["unembed.W_U"] = (d, v)
     if spec.head_bias:
         shapes["unembed.b_U"] = (v,)

@@ -7,7 +7,7 @@ from types import ModuleType
 
 from tracer.errors import TracerError
 
-FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "opt")
+FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "opt", "bert", "roberta", "t5", "bart")
 
 
 def adapter_for(cfg: dict) -> ModuleType:

@@ -17,6 +17,23 @@ class RopeSpec:
 
 
 @dataclass(frozen=True)
+class RelativeBiasSpec:
+    """T5's relative position bias: key - query distance -> bucket -> a learned bias per head."""
+
+    num_buckets: int
+    max_distance: int
+
+
+@dataclass(frozen=True)
+class PoolingSpec:
+    """How an encoder without a head turns token vectors into one sentence vector."""
+
+    mode: str = "mean"  # mean | cls | max | mean_sqrt_len
+    normalize: bool = False  # L2-normalise the pooled vector
+    source: str = "default"  # where the rule was read: "modules.json" or "default"
+
+
+@dataclass(frozen=True)
 class Spec:
     family: str
     d_model: int
@@ -34,9 +51,13 @@ class Spec:
     norm_placement: str = "pre"  # "pre" | "post"
     final_norm: bool = True
     # positions
-    positions: str = "rotary"  # "learned" | "rotary"
-    position_offset: int = 0  # OPT stores learned positions shifted by 2
+    positions: str = "rotary"  # "learned" | "rotary" | "relative" (T5 buckets)
+    position_offset: int = 0  # OPT and BART store learned positions shifted by 2, RoBERTa by padding_idx + 1
+    position_rule: str = "mask"  # "mask": cumsum(mask) - 1 | "index": 0..n-1 whatever the padding (BERT, BART)
     rope: RopeSpec | None = None
+    relative_bias: RelativeBiasSpec | None = None
+    token_types: int = 0  # rows of the segment-embedding table (BERT: 2); 0 = none
+    embed_norm: bool = False  # LayerNorm after the embedding sum (BERT, BART)
     # attention
     causal: bool = True
     qkv_bias: bool = False
@@ -52,6 +73,13 @@ class Spec:
     embed_scale: float | None = None  # gemma: sqrt(d_model), applied in the compute dtype
     tied_embeddings: bool = False
     head_bias: bool = False
+    # route and output
+    route: str = "decoder"  # "decoder" | "encoder" (bidirectional, no cross) | "encoder-decoder"
+    head: str = "lm"  # "lm": logits over the vocabulary | "mlm": dense, act, norm, tied decoder | "none": pooled
+    head_activation: str = "gelu"  # the MLM head's activation
+    logit_scale: float | None = None  # T5 with a tied head: decoder output * d_model**-0.5 before W_U
+    pooling: PoolingSpec | None = None  # head "none": the sentence embedding the checkpoint declares
+    encoder: "Spec | None" = None  # encoder-decoder: the encoder stack; this Spec describes the decoder
     extras: dict = field(default_factory=dict)
 
     @property
@@ -64,6 +92,19 @@ class Spec:
 
     def window(self, layer: int) -> int | None:
         return self.sliding_window[layer] if self.sliding_window else None
+
+    @property
+    def cross_attention(self) -> bool:
+        return self.route == "encoder-decoder"
+
+    @property
+    def route_text(self) -> str:
+        """The route in words, as the model card says it."""
+        if self.route == "encoder":
+            return "encoder, bidirectional"
+        if self.route == "encoder-decoder":
+            return "encoder-decoder: encoder bidirectional, decoder causal + cross-attention"
+        return "decoder, causal"
 
     @property
     def attention_kind(self) -> str:

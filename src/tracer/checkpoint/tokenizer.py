@@ -22,9 +22,13 @@ class Token:
     start: int  # character span in the prompt; (0, 0) for added special tokens
     end: int
     special: bool
+    type_id: int = 0  # segment: 0 = first text, 1 = the pair's second text (as the tokenizer's template marks it)
+    sequence: int = 0  # which text the span indexes (0 or 1; specials count as 0)
+    unknown: bool = False  # the unknown token: text the vocabulary cannot spell, not a special marker
+    continuation: bool = False  # a WordPiece `##` piece, glued to the piece before it
 
     def to_dict(self, pos: int, text: str) -> dict:
-        return {
+        d = {
             "pos": pos,
             "id": self.id,
             "piece": self.piece,
@@ -35,6 +39,13 @@ class Token:
             "special": self.special,
             "pad": False,
         }
+        if self.type_id:
+            d["type"] = self.type_id
+        if self.unknown:
+            d["unknown"] = True
+        if self.continuation:
+            d["continuation"] = True
+        return d
 
 
 class Tokenizer:
@@ -45,17 +56,30 @@ class Tokenizer:
             self._tok = HFTokenizer.from_file(str(path))
         except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
             raise TracerError(f"{path}: cannot read tokenizer ({str(exc).splitlines()[0][:120]})") from None
+        # tracer pads batches itself and reports a prompt that is too long: the file's own padding
+        # (MiniLM pads every prompt to 128) and truncation (which cuts silently) are switched off.
+        self._tok.no_padding()
+        self._tok.no_truncation()
         self.path = path
-        self.byte_level = _uses_byte_level(path)
+        spec = _read_json(path)
+        self.byte_level = _uses_byte_level(spec)
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
-        self.special_ids = _special_ids(path)
+        self.special_ids = _special_ids(spec)
+        self.unk_id = _unk_id(spec, self._tok)
+        self.continuation_prefix = _continuation_prefix(spec)
 
-    def encode(self, text: str, special_tokens: bool = True) -> list[Token]:
-        enc = self._tok.encode(text, add_special_tokens=special_tokens)
+    def encode(self, text: str, special_tokens: bool = True, pair: str | None = None) -> list[Token]:
+        enc = self._tok.encode(text, pair, add_special_tokens=special_tokens)
         tokens = []
-        for tid, piece, (start, end), special in zip(enc.ids, enc.tokens, enc.offsets, enc.special_tokens_mask):
-            is_special = bool(special) or tid in self.special_ids
-            tokens.append(Token(tid, piece, self.piece_bytes(piece, is_special), start, end, is_special))
+        for tid, piece, (start, end), special, type_id, seq in zip(
+            enc.ids, enc.tokens, enc.offsets, enc.special_tokens_mask, enc.type_ids, enc.sequence_ids
+        ):
+            unknown = tid == self.unk_id
+            is_special = (bool(special) or tid in self.special_ids) and not unknown
+            cont = bool(self.continuation_prefix) and not is_special and piece.startswith(self.continuation_prefix)
+            spelled = ((text if not seq else pair) or "")[start:end].encode() if unknown else self.piece_bytes(piece, is_special)
+            tokens.append(Token(tid, piece, spelled, start, end, is_special,
+                                type_id, seq or 0, unknown, cont))
         return tokens
 
     def piece(self, token_id: int) -> str:
@@ -65,12 +89,23 @@ class Tokenizer:
     def describe_id(self, token_id: int) -> dict:
         """{piece, bytes (hex), special} of a vocabulary id, for tables of ids that did not come from text."""
         piece = self.piece(token_id)
-        special = token_id in self.special_ids
-        return {"piece": piece, "bytes": self.piece_bytes(piece, special).hex(" "), "special": special}
+        unknown = token_id == self.unk_id
+        special = token_id in self.special_ids and not unknown
+        d = {"piece": piece, "bytes": self.piece_bytes(piece, special).hex(" "), "special": special}
+        if unknown:
+            d["unknown"] = True
+        if self.continuation_prefix and not special and piece.startswith(self.continuation_prefix):
+            d["continuation"] = True
+        return d
+
+    def token_id(self, piece: str) -> int | None:
+        return self._tok.token_to_id(piece)
 
     def piece_bytes(self, piece: str, special: bool = False) -> bytes:
         if special:
             return piece.encode()
+        if self.continuation_prefix and piece.startswith(self.continuation_prefix):  # WordPiece "##ing" spells "ing"
+            return piece[len(self.continuation_prefix):].encode()
         if self.byte_level:
             table = _unicode_to_byte()
             if all(ch in table for ch in piece):
@@ -83,20 +118,42 @@ class Tokenizer:
         return self._tok.decode(ids, skip_special_tokens=False)
 
 
-def _uses_byte_level(path: Path) -> bool:
+def _read_json(path: Path) -> dict:
+    """tokenizer.json as a dict ({} when unreadable: `tokenizers` itself already accepted the file)."""
     try:
         spec = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return False
+        return {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def _uses_byte_level(spec: dict) -> bool:
     return '"ByteLevel"' in json.dumps(spec.get("pre_tokenizer")) or '"ByteLevel"' in json.dumps(spec.get("decoder"))
 
 
-def _special_ids(path: Path) -> frozenset[int]:
+def _special_ids(spec: dict) -> frozenset[int]:
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
         return frozenset(t["id"] for t in spec.get("added_tokens", []) if t.get("special"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+    except (KeyError, TypeError, AttributeError):
         return frozenset()
+
+
+def _unk_id(spec: dict, tok) -> int | None:
+    """The unknown token's id: WordPiece/BPE name it (`unk_token`), Unigram numbers it (`unk_id`)."""
+    model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+    if isinstance(model.get("unk_id"), int):
+        return model["unk_id"]
+    name = model.get("unk_token")
+    return tok.token_to_id(name) if isinstance(name, str) else None
+
+
+def _continuation_prefix(spec: dict) -> str:
+    """WordPiece's `##` (the prefix marking a piece that continues a word), "" for other models."""
+    model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+    if model.get("type") != "WordPiece":
+        return ""
+    prefix = model.get("continuing_subword_prefix", "##")
+    return prefix if isinstance(prefix, str) else ""
 
 
 @lru_cache(maxsize=1)

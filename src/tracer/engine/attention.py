@@ -1,4 +1,6 @@
-"""Self-attention: project, split heads, rotate, score, mask, softmax, mix values, merge, project."""
+"""Attention: project, split heads, rotate, score (+ position bias), mask, softmax, mix values, merge, project.
+
+Self-attention reads keys and values from its own input; cross-attention from the encoder output (`memory`)."""
 
 from __future__ import annotations
 
@@ -42,33 +44,50 @@ def grouped_mix(w: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def attention(
-    x: np.ndarray,  # [batch, pos, d_model] (already normed)
+    x: np.ndarray,  # [batch, pos, d_model] (already normed): queries, and keys/values unless `memory` is given
     W: dict,
-    p: str,  # "blocks.{i}."
+    p: str,  # "blocks.{i}." (with a stack prefix in encoder-decoder models)
     spec: Spec,
     keep: np.ndarray,  # bool, broadcastable to [batch, heads, q, kv]
-    bias: np.ndarray | None,  # additive, broadcastable to scores, or None
+    bias: np.ndarray | None,  # additive mask bias, broadcastable to scores, or None
     rope: tuple[np.ndarray, np.ndarray] | None,  # cos, sin [batch, 1, pos, rotary_dim]
     rec,
+    part: str = "attn",  # "attn" (self-attention) or "cross_attn"
+    memory: np.ndarray | None = None,  # [batch, enc_pos, d_model]: cross-attention reads keys and values here
+    position_bias: np.ndarray | None = None,  # [1, heads, q, kv] relative bias (T5), already in the scores
 ) -> np.ndarray:
-    q = rec(p + "attn.q", split_heads(linear(x, W[p + "attn.W_q"], W.get(p + "attn.b_q")), spec.n_heads), _BHPD,
-            affine_op("x", "q", W, p + "attn.") + ", split into heads")
-    k = rec(p + "attn.k", split_heads(linear(x, W[p + "attn.W_k"], W.get(p + "attn.b_k")), spec.n_kv_heads), _BKPD,
-            affine_op("x", "k", W, p + "attn.") + ", split into kv heads")
-    v = rec(p + "attn.v", split_heads(linear(x, W[p + "attn.W_v"], W.get(p + "attn.b_v")), spec.n_kv_heads), _BKPD,
-            affine_op("x", "v", W, p + "attn.") + ", split into kv heads")
+    a = p + part + "."
+    source = x if memory is None else memory
+    src = "x" if memory is None else "encoder_out"
+    q = rec(a + "q", split_heads(linear(x, W[a + "W_q"], W.get(a + "b_q")), spec.n_heads), _BHPD,
+            affine_op("x", "q", W, a) + ", split into heads")
+    k = rec(a + "k", split_heads(linear(source, W[a + "W_k"], W.get(a + "b_k")), spec.n_kv_heads), _BKPD,
+            affine_op(src, "k", W, a) + ", split into kv heads")
+    v = rec(a + "v", split_heads(linear(source, W[a + "W_v"], W.get(a + "b_v")), spec.n_kv_heads), _BKPD,
+            affine_op(src, "v", W, a) + ", split into kv heads")
     if rope is not None:
         cos, sin = rope
-        q = rec(p + "attn.q_rot", apply_rotary(q, cos, sin), _BHPD, f"rotate first {cos.shape[-1]} dims by position")
-        k = rec(p + "attn.k_rot", apply_rotary(k, cos, sin), _BKPD, f"rotate first {cos.shape[-1]} dims by position")
+        q = rec(a + "q_rot", apply_rotary(q, cos, sin), _BHPD, f"rotate first {cos.shape[-1]} dims by position")
+        k = rec(a + "k_rot", apply_rotary(k, cos, sin), _BKPD, f"rotate first {cos.shape[-1]} dims by position")
     group = spec.group_size
     share = f", each kv head shared by {group} query heads" if group > 1 else ""
-    scale_txt = "1/sqrt(d_head)" if spec.attn_scale is None else f"{spec.scale:g}"
-    scores = rec(p + "attn.scores", grouped_scores(q, k, spec.scale), _BHQK, f"q @ k^T * {scale_txt}{share}")
-    rec(p + "attn.mask", keep, _BHQK, "keep-mask (True = attend)")
+    scores = grouped_scores(q, k, spec.scale)
+    score_op = f"q @ k^T * {_scale_text(spec)}{share}"
+    if position_bias is not None:
+        rec(a + "position_bias", position_bias, _BHQK, "relative bias: W_rel[bucket(key - query)] per head")
+        scores += position_bias
+        score_op += " + position_bias"
+    scores = rec(a + "scores", scores, _BHQK, score_op)
+    rec(a + "mask", keep, _BHQK, "keep-mask (True = attend)")
     shown = scores if bias is None else scores + bias
-    masked = rec(p + "attn.masked_scores", np.where(keep, shown, -np.inf).astype(scores.dtype, copy=False), _BHQK,
+    masked = rec(a + "masked_scores", np.where(keep, shown, -np.inf).astype(scores.dtype, copy=False), _BHQK,
                  "blocked -> -inf" if bias is None else "+ mask bias, blocked -> -inf")
-    weights = rec(p + "attn.weights", softmax(masked), _BHQK, "softmax over keys (fully masked rows -> 0)")
-    z = rec(p + "attn.z", grouped_mix(weights, v), ("batch", "heads", "q_len", "d_head"), f"weights @ v{share}")
-    return linear(merge_heads(z), W[p + "attn.W_o"], W.get(p + "attn.b_o"))  # [batch, pos, d_model]
+    weights = rec(a + "weights", softmax(masked), _BHQK, "softmax over keys (fully masked rows -> 0)")
+    z = rec(a + "z", grouped_mix(weights, v), ("batch", "heads", "q_len", "d_head"), f"weights @ v{share}")
+    return linear(merge_heads(z), W[a + "W_o"], W.get(a + "b_o"))  # [batch, pos, d_model]
+
+
+def _scale_text(spec: Spec) -> str:
+    if spec.attn_scale is None:
+        return "1/sqrt(d_head)"
+    return "1 (no scaling)" if spec.attn_scale == 1.0 else f"{spec.scale:g}"

@@ -1,4 +1,9 @@
-"""The whole forward pass: embed, blocks, final norm, unembed. Every step goes through `rec`."""
+"""The whole forward pass on each route: embed, blocks, final norm, then the head. Every step goes through `rec`.
+
+- decoder: causal self-attention, logits over the vocabulary at every position;
+- encoder: bidirectional self-attention (padding masked on keys only), then an MLM head or a pooled vector;
+- encoder-decoder: the encoder runs once; every decoder block reads its output through cross-attention.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer.arch.spec import Spec
-from tracer.engine.attention import attention
-from tracer.engine.mlp import mlp
-from tracer.engine.ops import affine_op, layer_norm, linear, rms_norm, softmax
+from tracer.engine.block import BlockMasks, block
+from tracer.engine.embed import embed
+from tracer.engine.heads import mlm_transform, pool, pool_op, unembed, unembed_op
+from tracer.engine.norms import norm, norm_op
+from tracer.engine.ops import softmax
+from tracer.engine.relative_bias import position_bias
 from tracer.engine.rope import cos_sin, inverse_frequencies
-from tracer.masks.build import MaskParts, build_keep
+from tracer.masks.build import MaskParts, build_keep, padding_keep
+
+__all__ = ["ForwardInputs", "MaskOverride", "forward", "layer_masks", "norm", "unembed"]
 
 _BT = ("batch", "pos")
 _BTD = ("batch", "pos", "d_model")
@@ -31,87 +41,73 @@ class ForwardInputs:
     ids: np.ndarray  # [batch, pos] int64
     attention_mask: np.ndarray  # [batch, pos] int64, 1 = real token
     positions: np.ndarray  # [batch, pos] int64
+    token_types: np.ndarray | None = None  # [batch, pos] int64 segment ids (BERT family)
+    decoder: "ForwardInputs | None" = None  # encoder-decoder: what the decoder reads
 
 
-def norm(x: np.ndarray, W: dict, name: str, spec: Spec) -> np.ndarray:
-    if spec.norm == "rmsnorm":
-        return rms_norm(x, W[name + ".w"], spec.norm_eps, spec.norm_offset)
-    return layer_norm(x, W.get(name + ".w"), W.get(name + ".b"), spec.norm_eps)
-
-
-def _norm_op(spec: Spec) -> str:
-    if spec.norm == "rmsnorm":
-        return "x / rms(x) * (1 + w)" if spec.norm_offset else "x / rms(x) * w"
-    return "(x - mean) / std * w + b"
-
-
-def embed(inputs: ForwardInputs, W: dict, spec: Spec, rec) -> np.ndarray:
-    x = rec("embed.tokens", W["embed.W_E"][inputs.ids], _BTD, "W_E[ids]")  # [batch, pos, d_model]
-    if spec.positions == "learned":
-        pos = rec("embed.positions", W["embed.W_pos"][inputs.positions + spec.position_offset], _BTD,
-                  f"W_pos[positions + {spec.position_offset}]" if spec.position_offset else "W_pos[positions]")
-        x = x + pos
-        op = "tokens + positions"
-    elif spec.embed_scale is not None:
-        x = x * x.dtype.type(spec.embed_scale)  # scaled in the compute dtype, as transformers does
-        op = f"tokens * sqrt(d_model) = {spec.embed_scale:.4g}"
-    else:
-        op = "tokens (positions enter through rotary)" if spec.positions == "rotary" else "tokens"
-    return rec("embed.out", x, _BTD, op)
-
-
-def block(x: np.ndarray, i: int, W: dict, spec: Spec, keep, bias, rope, rec) -> np.ndarray:
-    p = f"blocks.{i}."
-    nop = _norm_op(spec)
-    if spec.norm_placement == "post":
-        a = rec(p + "attn.out", attention(x, W, p, spec, keep, bias, rope, rec), _BTD, "heads merged, " + affine_op("z", "o", W, p + "attn."))
-        mid = rec(p + "resid_mid", x + a, _BTD, "x + attn.out (before the post-norm)")
-        h = rec(p + "ln1.out", norm(mid, W, p + "ln1", spec), _BTD, nop)
-        m = rec(p + "mlp.out", mlp(h, W, p, spec, rec), _BTD, affine_op("post", "out", W, p + "mlp."))
-        return rec(p + "resid_post", norm(h + m, W, p + "ln2", spec), _BTD, "ln2(ln1.out + mlp.out)")
-    h1 = rec(p + "ln1.out", norm(x, W, p + "ln1", spec), _BTD, nop)
-    a = rec(p + "attn.out", attention(h1, W, p, spec, keep, bias, rope, rec), _BTD, "heads merged, " + affine_op("z", "o", W, p + "attn."))
-    if spec.residual == "parallel":
-        h2 = rec(p + "ln2.out", norm(x, W, p + "ln2", spec), _BTD, nop + " (of the block input: parallel)")
-        m = rec(p + "mlp.out", mlp(h2, W, p, spec, rec), _BTD, affine_op("post", "out", W, p + "mlp."))
-        return rec(p + "resid_post", x + a + m, _BTD, "x + attn.out + mlp.out (parallel residual)")
-    mid = rec(p + "resid_mid", x + a, _BTD, "x + attn.out")
-    h2 = rec(p + "ln2.out", norm(mid, W, p + "ln2", spec), _BTD, nop)
-    m = rec(p + "mlp.out", mlp(h2, W, p, spec, rec), _BTD, affine_op("post", "out", W, p + "mlp."))
-    return rec(p + "resid_post", mid + m, _BTD, "resid_mid + mlp.out")
-
-
-def unembed(x: np.ndarray, W: dict, spec: Spec) -> np.ndarray:
-    """Final-norm output -> logits [batch, pos, vocab]."""
-    return linear(x, W["unembed.W_U"], W.get("unembed.b_U"))
-
-
-def layer_masks(inputs: ForwardInputs, spec: Spec) -> dict[int | None, MaskParts]:
-    """One keep-mask per distinct window size (None = full attention), shared by the layers that use it."""
-    q_len = inputs.ids.shape[1]
+def layer_masks(attention_mask: np.ndarray, spec: Spec) -> dict[int | None, MaskParts]:
+    """One self-attention keep-mask per distinct window size (None = full attention) of a stack."""
+    q_len = attention_mask.shape[1]
     windows = {spec.window(i) for i in range(spec.n_layers)}
-    return {w: build_keep(inputs.attention_mask, spec.causal, w, q_len) for w in windows}
+    return {w: build_keep(attention_mask, spec.causal, w, q_len) for w in windows}
+
+
+def record_inputs(inputs: ForwardInputs, spec: Spec, rec, prefix: str = "input.") -> None:
+    rec(prefix + "ids", inputs.ids, _BT, "token ids")
+    rec(prefix + "mask", inputs.attention_mask, _BT, "1 = real token, 0 = padding")
+    if spec.positions != "relative":
+        rule = "0..n-1 (index; padding does not shift it)" if spec.position_rule == "index" else "cumsum(mask) - 1, pads 0"
+        rec(prefix + "positions", inputs.positions, _BT, rule)
+    if spec.token_types:
+        rec(prefix + "token_types", inputs.token_types, _BT, "segment ids (0 = first text, 1 = second)")
+
+
+def run_stack(inputs: ForwardInputs, W: dict, spec: Spec, rec, prefix: str, masks: dict[int | None, MaskParts],
+              override: MaskOverride | None = None, memory: np.ndarray | None = None,
+              memory_mask: np.ndarray | None = None) -> np.ndarray:
+    """Embed and run every block of one stack -> [batch, pos, d_model] (after its final norm, if any)."""
+    dtype = W["embed.W_E"].dtype
+    q_len = inputs.ids.shape[1]
+    rope = None
+    if spec.positions == "rotary":
+        rope = cos_sin(inputs.positions, inverse_frequencies(spec.rope, dtype), dtype)
+    rel = None
+    if spec.relative_bias is not None:  # computed once by the block that owns the table, shared by all
+        rel = position_bias(W[prefix + "rel_bias.W"], spec.relative_bias, not spec.causal, q_len, q_len)
+    cross_keep = padding_keep(memory_mask) if memory is not None else None  # [batch, 1, 1, enc_len]
+    x = embed(inputs.ids, inputs.positions, inputs.token_types, W, spec, rec, prefix)
+    for i in range(spec.n_layers):
+        keep, bias = (override.keep, override.bias) if override is not None else (masks[spec.window(i)].keep, None)
+        m = BlockMasks(keep, bias, rel, cross_keep, memory)
+        x = block(x, f"{prefix}blocks.{i}.", W, spec, m, rope, rec)
+    if spec.final_norm:
+        x = rec(prefix + "final_norm.out", norm(x, W, prefix + "final_norm", spec), _BTD, norm_op(spec))
+    return x
 
 
 def forward(inputs: ForwardInputs, W: dict, spec: Spec, rec, override: MaskOverride | None = None,
             masks: dict[int | None, MaskParts] | None = None) -> np.ndarray:
-    """Run the model; returns probs [batch, pos, vocab]. Everything else reaches `rec`."""
-    rec("input.ids", inputs.ids, _BT, "token ids")
-    rec("input.mask", inputs.attention_mask, _BT, "1 = real token, 0 = padding")
-    rec("input.positions", inputs.positions, _BT, "cumsum(mask) - 1, pads 0")
-    dtype = W["embed.W_E"].dtype
-    rope = None
-    if spec.positions == "rotary":
-        rope = cos_sin(inputs.positions, inverse_frequencies(spec.rope, dtype), dtype)
-    masks = masks if masks is not None else layer_masks(inputs, spec)
-    x = embed(inputs, W, spec, rec)
-    for i in range(spec.n_layers):
-        if override is not None:
-            keep, bias = override.keep, override.bias
-        else:
-            keep, bias = masks[spec.window(i)].keep, None
-        x = block(x, i, W, spec, keep, bias, rope, rec)
-    if spec.final_norm:
-        x = rec("final_norm.out", norm(x, W, "final_norm", spec), _BTD, _norm_op(spec))
-    logits = rec("logits", unembed(x, W, spec), ("batch", "pos", "vocab"), "final_norm.out @ W_U")
+    """Run the model; returns probs [batch, pos, vocab] (pooled [batch, d_model] without a head).
+
+    `masks` are the self-attention masks of the stack that produces the output (the decoder's in an
+    encoder-decoder model); built here when not given.
+    """
+    record_inputs(inputs, spec.encoder or spec, rec)
+    if spec.route == "encoder-decoder":
+        dec = inputs.decoder
+        record_inputs(dec, spec, rec, "input.decoder_")
+        memory = run_stack(inputs, W, spec.encoder, rec, "encoder.", layer_masks(inputs.attention_mask, spec.encoder))
+        masks = masks if masks is not None else layer_masks(dec.attention_mask, spec)
+        x = run_stack(dec, W, spec, rec, "decoder.", masks, override, memory, inputs.attention_mask)
+        source = "decoder.final_norm.out" if spec.final_norm else f"decoder.blocks.{spec.n_layers - 1}.resid_post"
+    else:
+        masks = masks if masks is not None else layer_masks(inputs.attention_mask, spec)
+        x = run_stack(inputs, W, spec, rec, "", masks, override)
+        source = "final_norm.out" if spec.final_norm else f"blocks.{spec.n_layers - 1}.resid_post"
+    if spec.head == "none":
+        return rec("pooled", pool(x, inputs.attention_mask, spec.pooling), ("batch", "d_model"), pool_op(spec.pooling))
+    if spec.head == "mlm":
+        x = mlm_transform(x, W, spec, rec)
+        source = "head.ln.out"
+    logits = rec("logits", unembed(x, W, spec), ("batch", "pos", "vocab"), unembed_op(spec, source))
     return rec("probs", softmax(logits), ("batch", "pos", "vocab"), "softmax over the vocabulary")

@@ -36,6 +36,20 @@ def positions_from_mask(attention_mask: np.ndarray) -> np.ndarray:
     return np.where(attention_mask != 0, np.cumsum(attention_mask, axis=1) - 1, 0).astype(np.int64)
 
 
+def index_positions(attention_mask: np.ndarray) -> np.ndarray:
+    """0..n-1 on every row, padding or not (BERT, BART): left padding shifts the real tokens' positions."""
+    return np.broadcast_to(np.arange(attention_mask.shape[1], dtype=np.int64), attention_mask.shape).copy()
+
+
+def positions_by_rule(attention_mask: np.ndarray, rule: str) -> np.ndarray:
+    """Position ids under a family's rule: "mask" (cumsum(mask) - 1) or "index" (0..n-1)."""
+    if rule == "index":
+        return index_positions(attention_mask)
+    if rule == "mask":
+        return positions_from_mask(attention_mask)
+    raise ValueError(f"unknown position rule {rule!r}")
+
+
 @dataclass(frozen=True)
 class MaskParts:
     """How one layer's mask was built, kept for explanation: each part and their AND."""

@@ -1,0 +1,40 @@
+"""RoBERTa: BERT's encoder, with positions counted from the mask and stored after `padding_idx + 1` rows.
+
+transformers derives position ids as cumsum(mask) * mask + padding_idx: real
+tokens start at padding_idx + 1, so left padding does not shift them.
+The LM head is dense, GELU, LayerNorm, decoder tied to the word embeddings, bias.
+"""
+
+from __future__ import annotations
+
+from tracer.arch.bert import encoder_spec, encoder_weights
+from tracer.arch.canonical import Source, transposed
+from tracer.arch.spec import Spec
+
+IGNORED = ("pooler.*", "roberta.pooler.*", "*.position_ids", "*.token_type_ids")
+
+
+def spec_from_config(cfg: dict) -> Spec:
+    pad = int(cfg.get("pad_token_id", 1) if cfg.get("pad_token_id") is not None else 1)
+    max_rows = int(cfg.get("max_position_embeddings", 514))
+    return encoder_spec(
+        cfg, "roberta",
+        max_positions=max_rows - (pad + 1),  # the table holds pad + 1 unused rows before position 0
+        position_offset=pad + 1,
+        position_rule="mask",
+        token_types=int(cfg.get("type_vocab_size", 1) or 0),
+        head_activation="gelu",  # RobertaLMHead always uses GELU
+    )  # fmt: skip
+
+
+def weight_sources(spec: Spec) -> dict[str, Source]:
+    src = encoder_weights(spec, "roberta.")
+    h = "lm_head."
+    src.update({
+        "head.W_dense": transposed(h + "dense.weight"),
+        "head.b_dense": Source(h + "dense.bias"),
+        "head.ln.w": Source(h + "layer_norm.weight"),
+        "head.ln.b": Source(h + "layer_norm.bias"),
+        "unembed.b_U": Source(h + "bias", aliases=(h + "decoder.bias",)),
+    })
+    return src

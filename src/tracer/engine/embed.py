@@ -1,0 +1,40 @@
+"""Token ids -> the residual stream entering block 0: lookup, then positions, segments, scale and norm as the family has them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracer.arch.spec import Spec
+from tracer.engine.norms import norm, norm_op
+
+_BTD = ("batch", "pos", "d_model")
+
+
+def embed(ids: np.ndarray, positions: np.ndarray | None, token_types: np.ndarray | None, W: dict, spec: Spec, rec,
+          prefix: str = "") -> np.ndarray:
+    """ids, positions, token types [batch, pos] -> [batch, pos, d_model]; `prefix` names the stack ("encoder.")."""
+    e = prefix + "embed."
+    x = rec(e + "tokens", W["embed.W_E"][ids], _BTD, "W_E[ids]")  # [batch, pos, d_model]
+    terms = ["tokens"]
+    if spec.embed_scale is not None:
+        x = x * x.dtype.type(spec.embed_scale)  # scaled in the compute dtype, as transformers does
+        terms = [f"tokens * {spec.embed_scale:.4g}"]
+    if spec.token_types:
+        types = rec(e + "token_types", W[e + "W_type"][token_types], _BTD, "W_type[token_types]")
+        x = x + types
+        terms.append("token_types")
+    if spec.positions == "learned":
+        offset = spec.position_offset
+        pos = rec(e + "positions", W[e + "W_pos"][positions + offset], _BTD,
+                  f"W_pos[positions + {offset}]" if offset else "W_pos[positions]")
+        x = x + pos
+        terms.append("positions")
+    op = " + ".join(terms)
+    if spec.embed_norm:
+        x = norm(x, W, e + "ln", spec)
+        op = f"LayerNorm({op})"
+    elif spec.positions == "rotary":
+        op += " (positions enter through rotary)"
+    elif spec.positions == "relative":
+        op += " (positions enter as a bias on the scores)"
+    return rec(e + "out", x, _BTD, op)
