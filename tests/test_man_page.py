@@ -3,6 +3,7 @@
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,9 @@ def test_man_page_renders_without_warnings():
     tool = ["groff", "-k", "-man", "-Tutf8", "-ww", "-z"] if shutil.which("groff") else ["mandoc", "-Tlint"]
     result = subprocess.run(tool + [str(MAN)], capture_output=True, text=True)
     assert result.returncode == 0 and not result.stderr.strip(), result.stderr
+
+
+def test_step_names_section_is_generated_from_the_catalogue():
+    """man/update_steps.py writes STEP NAMES from tracer.steps; the page must match what it would write."""
+    result = subprocess.run([sys.executable, str(MAN.parent / "update_steps.py"), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -25,23 +25,28 @@ class LensLayer:
     probs: np.ndarray  # [vocab]
 
 
-def residual_steps(n_layers: int) -> list[tuple[str, str]]:
+def residual_steps(n_layers: int, prefix: str = "") -> list[tuple[str, str]]:
     """(label, step name) of every residual stream position the lens reads, in order."""
-    return [("embed", "embed.out")] + [(str(i), f"blocks.{i}.resid_post") for i in range(n_layers)]
+    return [("embed", prefix + "embed.out")] + [(str(i), f"{prefix}blocks.{i}.resid_post") for i in range(n_layers)]
 
 
-def lens_logits(resid: np.ndarray, W: dict, spec: Spec) -> np.ndarray:
+def lens_logits(resid: np.ndarray, W: dict, spec: Spec, prefix: str = "") -> np.ndarray:
     """[..., d_model] -> [..., vocab]: the final norm (when the model has one) and the unembedding."""
-    x = norm(resid, W, "final_norm", spec) if spec.final_norm else resid
+    x = norm(resid, W, prefix + "final_norm", spec) if spec.final_norm else resid
     return unembed(x, W, spec)
 
 
 def logit_lens(trace, W: dict, spec: Spec, row: int, position: int) -> list[LensLayer]:
-    """One distribution per residual position, for one token; raises KeyError when a residual was not kept."""
+    """One distribution per residual position, for one token; raises KeyError when a residual was not kept.
+
+    Only a stack whose output feeds the LM head has a lens: a decoder, or the decoder of an encoder-decoder model."""
+    if spec.head != "lm":
+        raise ValueError("the logit lens reads a decoder stack through the LM head")
+    prefix = "decoder." if spec.route == "encoder-decoder" else ""
     layers = []
-    for label, name in residual_steps(spec.n_layers):
+    for label, name in residual_steps(spec.n_layers, prefix):
         resid = trace[name][row, position][None, None, :]  # [1, 1, d_model]
-        probs = softmax(lens_logits(resid, W, spec))[0, 0]  # [vocab]
+        probs = softmax(lens_logits(resid, W, spec, prefix))[0, 0]  # [vocab]
         layers.append(LensLayer(label, name, probs))
     return layers
 

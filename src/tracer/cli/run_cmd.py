@@ -20,6 +20,8 @@ def register(app: typer.Typer) -> None:
 RUN_HELP = """Run a prompt through a model and show how it became a next-token distribution.
 
 Sections: model card, tokens, shape flow, mask, attention, next token (add --lens, --values).
+Encoders show the masked-token guesses (MLM head) or the pooled sentence vector (no head); encoder-decoder
+models the decoder's next token after --decoder-text.
 
 Examples:
 
@@ -36,6 +38,12 @@ Examples:
   tracer run "Hello there" --model DIR --save t.safetensors --json > t.json
 
   tracer run --model DIR --ids 5,17,42 --mask "[[1,1,0]]" --mask-convention hf-2d   # a port's own mask
+
+  tracer run --model BERT_DIR "The capital of France is [MASK]."   # encoder with an MLM head
+
+  tracer run --model MINILM_DIR "A cat sat." "A dog sat."          # pooled embeddings, cosine table
+
+  tracer run --model T5_DIR "translate: hello" --decoder-text "Hallo" --attn cross
 """
 
 
@@ -63,6 +71,13 @@ def run(
     batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the tokens, mask, attention and distribution show."),
     mask: Optional[str] = typer.Option(None, "--mask", help="Run with this mask instead of the one tracer builds: a literal, FILE.npy or FILE.npz:KEY, read in --mask-convention (see tracer mask)."),
     mask_convention: Optional[str] = typer.Option(None, "--mask-convention", help="The convention --mask is written in, e.g. hf-2d, torch-sdpa-bool, torch-mha-bool (tracer mask --list)."),
+    pair: Optional[str] = typer.Option(None, "--pair", help="A second text for every prompt (BERT family: the tokenizer's pair template marks it with token type 1)."),
+    token_types: Optional[List[str]] = typer.Option(None, "--token-types", help="Segment ids per token, comma separated; repeat per batch row (BERT family)."),
+    decoder_text: Optional[str] = typer.Option(None, "--decoder-text", help="Encoder-decoder: the decoder's input after its start token (default: the start token only)."),
+    decoder_ids: Optional[str] = typer.Option(None, "--decoder-ids", help="Encoder-decoder: the decoder's input ids, comma separated (the start token included)."),
+    positions: Optional[str] = typer.Option(None, "--positions", help="Position ids: from-mask (cumsum(mask) - 1) or index (0..n-1). Default: the family's rule, as transformers."),
+    stack: Optional[str] = typer.Option(None, "--stack", help="Encoder-decoder: which stack the mask and attention views show: encoder or decoder (default)."),
+    attn: Optional[str] = typer.Option(None, "--attn", help="Encoder-decoder: self or cross attention in the attention view (default: cross for the decoder)."),
     as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write the screen as a standalone HTML page."),
 ):
@@ -82,14 +97,17 @@ def run(
         batch_row=batch_row, top_k=top_k, position=position, target_id=target_id, target_text=target,
         target_note=target_note, layer=layer, head=head, layers=parse_layers(layers, m.spec.n_layers),
         steps=tuple(steps or ()), all_steps=all_steps,
-        sections=resolve_sections(only, lens, values, steps_filter=bool(steps)),
+        sections=resolve_sections(only, lens, values, steps_filter=bool(steps)), stack=stack, attn=attn,
     )
+    route = dict(pair=pair, token_types=[parse_int_list(t, "--token-types") for t in token_types] if token_types else None,
+                 decoder_text=decoder_text, decoder_ids=parse_int_list(decoder_ids, "--decoder-ids") if decoder_ids else None,
+                 positions=position_rule(positions))
     read = None
     if mask is not None or mask_convention is not None:
-        batch = m.batch(prompts or None, id_rows, pad_side, not no_special_tokens)
+        batch = m.batch(prompts or None, id_rows, pad_side, not no_special_tokens, **route)
         read = read_mask(mask, mask_convention, batch.inputs.ids.shape, m.spec.n_heads, dtype)
     trace = m.run(text=prompts or None, ids=id_rows, keep=tuple(keep) if keep else None, pad_side=pad_side,
-                  special_tokens=not no_special_tokens, mask_override=mask_override(read) if read else None)
+                  special_tokens=not no_special_tokens, mask_override=mask_override(read) if read else None, **route)
     if read is not None:
         trace.meta["mask"]["read"] = {"convention": read.convention, "steps": [st.line() for st in read.steps],
                                       "warnings": [w.to_json() for w in read.warnings]}
@@ -121,27 +139,53 @@ def show(console, report: dict) -> None:
     """Print the chosen sections in story order, numbered as they appear."""
     from tracer.render.attention_view import render_attention
     from tracer.render.distribution_view import render_distribution, render_lens
-    from tracer.render.mask_panel import render_mask
     from tracer.render.model_card import render_model_card
     from tracer.render.shape_flow import render_shape_flow
     from tracer.render.tokens_view import render_tokens
     from tracer.render.values_view import render_values
+    from tracer.render.pooled_view import render_pooled
 
     labels = [t["token"] for t in report["tokens"]]
+    if report.get("decoder_tokens") and (report.get("mask") or {}).get("stack") == "decoder":
+        labels = [t["token"] for t in report["decoder_tokens"]]
     views = {
         "model": lambda n: render_model_card(report["model"], n),
         "tokens": lambda n: render_tokens(report, n),
         "steps": lambda n: render_shape_flow(report, n),
         "values": lambda n: render_values(report["values"], n),
-        "mask": lambda n: render_mask(report["mask"], labels, n),
+        "mask": lambda n: _masks(report, labels, n),
         "attention": lambda n: render_attention(report["attention"], n),
         "top_k": lambda n: render_distribution(report, n),
+        "pooled": lambda n: render_pooled(report["pooled"], n),
         "lens": lambda n: render_lens(report["lens"], n),
     }
     for n, section in enumerate(report["sections"], start=1):
         if n > 1:
             console.print()
         console.print(views[section](n))
+
+
+def _masks(report: dict, labels: list[str], n: int):
+    """The self-attention mask; for an encoder-decoder decoder also the cross-attention mask."""
+    from rich.console import Group
+
+    from tracer.render.mask_panel import render_mask
+
+    shown = render_mask(report["mask"], labels, n)
+    if "cross_mask" not in report:
+        return shown
+    keys = [t["token"] for t in report["tokens"]]
+    return Group(shown, "", render_mask(report["cross_mask"], labels, n, key_labels=keys))
+
+
+def position_rule(text: str | None) -> str:
+    """--positions from-mask|index -> the engine's rule ("auto" when not given)."""
+    if text is None:
+        return "auto"
+    rules = {"from-mask": "mask", "mask": "mask", "index": "index"}
+    if text not in rules:
+        raise TracerError(f"--positions must be from-mask or index, not {text!r}")
+    return rules[text]
 
 
 def read_mask(mask: str | None, convention: str | None, batch_shape: tuple[int, int], n_heads: int, dtype: str):

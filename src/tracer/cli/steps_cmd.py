@@ -1,30 +1,51 @@
-"""`tracer steps`: the step names and their axes (the trace contract)."""
+"""`tracer steps`: the step names and their axes (the trace contract), for every route or for one."""
 
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from tracer.cli.common import handle_errors, make_console
-from tracer.steps import CATALOGUE
+from tracer.errors import TracerError
+from tracer.steps import CATALOGUE, ROUTES, route_templates
+
+HELP = """List the step names a trace uses, with their axes.
+
+Examples:
+
+  tracer steps
+
+  tracer steps --route encoder-decoder
+
+  tracer steps --json
+"""
 
 
 def register(app: typer.Typer) -> None:
-    app.command("steps", help="List the step names a trace uses, with their axes.\n\nExample:\n\n  tracer steps --json")(steps)
+    app.command("steps", help=HELP)(steps)
 
 
 @handle_errors
-def steps(as_json: bool = typer.Option(False, "--json", help="Print JSON for programs.")):
+def steps(
+    route: Optional[str] = typer.Option(None, "--route", help="Only the names one route records, stack prefixes spelled out: decoder, encoder or encoder-decoder."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON for programs."),
+):
+    if route is not None and route not in ROUTES:
+        raise TracerError(f"--route must be one of {', '.join(ROUTES)}, not {route!r}")
+    rows = route_templates(route) if route else [(d.template, d) for d in CATALOGUE]
     if as_json:
-        print(json.dumps([{"name": d.template, "axes": list(d.axes), "what": d.what} for d in CATALOGUE], ensure_ascii=False, indent=1))
+        print(json.dumps([{"name": name, "axes": list(d.axes), "what": d.what, "routes": list(d.routes)} for name, d in rows],
+                         ensure_ascii=False, indent=1))
         return
-    table = Table(title="step names ({i} = block index)", title_justify="left", box=None, pad_edge=False)
+    title = f"step names of the {route} route" if route else "step names ({i} = block index)"
+    table = Table(title=title + (" ({i} = block index)" if route else ""), title_justify="left", box=None, pad_edge=False)
     table.add_column("name", style="bold", no_wrap=True)
     table.add_column("axes", overflow="fold")
     table.add_column("what", overflow="fold")
-    for d in CATALOGUE:
-        table.add_row(d.template, escape("[" + ", ".join(d.axes) + "]"), escape(d.what))
+    for name, d in rows:
+        table.add_row(name, escape("[" + ", ".join(d.axes) + "]"), escape(d.what))
     make_console().print(table)

@@ -33,9 +33,17 @@ def head_title(h: dict, n_heads: int, n_kv: int) -> str:
     return f"head {h['head']}" + (f" (kv {h['kv_head']})" if n_kv != n_heads else "")
 
 
-def shown_positions(att: dict, limit: int) -> list[int | None]:
-    """Real (non-pad) positions, the middle elided past `limit`; padding is in the mask view."""
-    real = [p for p in range(len(att["labels"])) if p not in set(att.get("pad_positions", []))]
+def row_labels(att: dict) -> list[str]:
+    """Query labels: the key labels, except in cross-attention (decoder rows, encoder columns)."""
+    return att.get("row_labels") or att["labels"]
+
+
+def shown_positions(att: dict, limit: int, rows: bool = False) -> list[int | None]:
+    """Real (non-pad) positions of the keys (or of the query rows), the middle elided past `limit`;
+    padding is in the mask view."""
+    labels, pads = (row_labels(att), att.get("row_pad_positions", att.get("pad_positions", []))) if rows and "row_labels" in att \
+        else (att["labels"], att.get("pad_positions", []))
+    real = [p for p in range(len(labels)) if p not in set(pads)]
     return [None if i is None else real[i] for i in grid_indices(len(real), limit)]
 
 
@@ -63,20 +71,21 @@ class AllHeads:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         att = self.att
         idx = shown_positions(att, COMPACT_LIMIT)
-        labels = att["labels"]
+        qidx = shown_positions(att, COMPACT_LIMIT, rows=True)
+        labels = row_labels(att)
         panels = [Panel(Text(head_title(h, att["n_heads"], att["n_kv_heads"]), style="bold"), _key_header(idx),
-                        [None if q is None else _compact_row(h["weights"][q], att["blocked"][q], idx) for q in idx])
+                        [None if q is None else _compact_row(h["weights"][q], att["blocked"][q], idx) for q in qidx])
                   for h in att["heads"]]
-        grid = SideBySide([None if q is None else _label(q, labels[q]) for q in idx], panels)
+        grid = SideBySide([None if q is None else _label(q, labels[q]) for q in qidx], panels)
         if grid.n_lines(options.max_width) > self.MAX_LINES:
-            yield last_query_rows(att, idx)
+            yield last_query_rows(att, idx, qidx)
         else:
             yield grid
 
 
-def last_query_rows(att: dict, idx: list[int | None]) -> Group:
+def last_query_rows(att: dict, idx: list[int | None], qidx: list[int | None] | None = None) -> Group:
     """One line per head: what the last real token reads. Compact for models with many heads."""
-    q = [k for k in idx if k is not None][-1]
+    q = [k for k in (qidx or idx) if k is not None][-1]
     table = Table(box=None, pad_edge=False, padding=(0, 1), header_style=DIM)
     table.add_column(no_wrap=True)
     for k in idx:
@@ -84,21 +93,22 @@ def last_query_rows(att: dict, idx: list[int | None]) -> Group:
     for h in att["heads"]:
         table.add_row(Text(head_title(h, att["n_heads"], att["n_kv_heads"]), style="bold"),
                       *[Text("⋯", style=DIM) if k is None else compact_cell(h["weights"][q][k], att["blocked"][q][k]) for k in idx])
-    note = Text(f"Rows are heads; each shows what query {q} ({att['labels'][q]}) reads.", style=DIM)
+    note = Text(f"Rows are heads; each shows what query {q} ({row_labels(att)[q]}) reads.", style=DIM)
     return Group(table, note)
 
 
 def single_head(att: dict) -> Table:
     """One head in full: key tokens as column headers, weights to 2 decimals, and each row's checked sum."""
     h = att["heads"][0]
-    labels = att["labels"]
+    labels, qlabels = att["labels"], row_labels(att)
     idx = grid_indices(len(labels), SINGLE_LIMIT)
+    qidx = grid_indices(len(qlabels), SINGLE_LIMIT)
     table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
     table.add_column(Text("query ↓ key →", style=DIM), no_wrap=True)
     for k in idx:
         table.add_column("⋯" if k is None else Text(f"{k}\n{short(labels[k], 4)}"), justify="right", no_wrap=True)
     table.add_column("Σ row", justify="right", no_wrap=True)
-    for q in idx:
+    for q in qidx:
         if q is None:
             table.add_row(Text("   ⋮", style=DIM))
             continue
@@ -115,7 +125,7 @@ def single_head(att: dict) -> Table:
         masked = q in att["fully_masked_rows"]
         ok = abs(s - (0.0 if masked else 1.0)) <= 1e-4
         cells.append(Text(f"{s:.3f} " + ("✓" if ok else "✗"), style=OK if ok else WARN))
-        table.add_row(_label(q, labels[q]), *cells)
+        table.add_row(_label(q, qlabels[q]), *cells)
     return table
 
 
@@ -135,8 +145,13 @@ def _check_line(att: dict) -> Text:
 def render_attention(att: dict, number: int = 5) -> Group:
     layer = att["layer"]
     which = "all heads" if att["selected"] == "all" else f"head {att['selected']}"
-    title = f"Attention  layer {layer}, {which}, batch row {att['batch_row']}"
+    where = {"encoder": "encoder ", "decoder": "decoder "}.get(att.get("stack", ""), "")
+    kind = " cross-attention" if att.get("part") == "cross_attn" else ""
+    title = f"Attention  {where}layer {layer}{kind}, {which}, batch row {att['batch_row']}"
     caption = f"Softmax of the masked scores: how much each query (row) reads from each key (column); {BLOCK_CELL} = blocked."
+    if kind:
+        caption = (f"Softmax of decoder queries against encoder keys: how much each decoder position (row) reads "
+                   f"from each input token (column); {BLOCK_CELL} = blocked (encoder padding).")
     parts: list = [heading(number, title, caption)]
     if att.get("missing"):
         parts.append(calm(att["missing"]))
@@ -145,6 +160,8 @@ def render_attention(att: dict, number: int = 5) -> Group:
     parts.append(_check_line(att))
     if att["selected"] == "all":
         hint = "--head N: one head with its row sums; --layer N: another layer."
+        if att.get("stack"):
+            hint += " --stack encoder|decoder, --attn self|cross: another attention."
         if att["n_kv_heads"] != att["n_heads"]:
             hint = f"Heads share kv heads in groups of {att['n_heads'] // att['n_kv_heads']}. " + hint
         parts.append(Text(hint, style=DIM))

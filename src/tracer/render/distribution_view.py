@@ -20,9 +20,20 @@ def bar(p: float, width: int = BAR_WIDTH) -> Text:
 
 
 def render_distribution(report: dict, number: int = 6) -> Group:
-    d = report["distribution"]
-    title = f"Next token  after position {d['position']} ({d['after']})"
-    caption = "probs = softmax(logits) at this position: what the model expects to come next. cum = running total."
+    fills = report.get("fills")
+    if fills:  # an MLM prompt with several mask tokens: one table each
+        return Group(*[_one_distribution(f["distribution"], f["top_k"], number) for f in fills])
+    return _one_distribution(report["distribution"], report["top_k"], number)
+
+
+def _one_distribution(d: dict, top_k: list[dict], number: int) -> Group:
+    if d.get("kind") == "fill":
+        title = f"Fill in  the mask at position {d['position']}"
+        caption = ("probs = softmax(logits) at the masked position: what the model thinks belongs there, "
+                   "reading the words on both sides. cum = running total.")
+    else:
+        title = f"Next token  after position {d['position']} ({d['after']})"
+        caption = "probs = softmax(logits) at this position: what the model expects to come next. cum = running total."
     parts: list = [heading(number, title, caption)]
     if d.get("missing"):
         parts.append(calm(d["missing"]))
@@ -36,7 +47,7 @@ def render_distribution(report: dict, number: int = 6) -> Group:
     table.add_column("", no_wrap=True, min_width=2)
     table.add_column("cum", justify="right", no_wrap=True, style=DIM)
     target = d.get("target")
-    for t in report["top_k"]:
+    for t in top_k:
         hit = target is not None and t["id"] == target["id"]
         token = piece_text(t["token"], t["special"])
         if hit:

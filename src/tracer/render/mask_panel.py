@@ -47,13 +47,17 @@ def query_label(pos: int, token: str) -> Text:
     return t
 
 
-def mask_grids(grids: dict[str, list[list[bool]]], labels: list[str], flagged: set[int], titles: dict[str, str]) -> SideBySide:
-    """The parts and their combination side by side, query rows labelled with tokens, flagged rows marked."""
+def mask_grids(grids: dict[str, list[list[bool]]], labels: list[str], flagged: set[int], titles: dict[str, str],
+               n_keys: int | None = None) -> SideBySide:
+    """The parts and their combination side by side, query rows labelled with tokens, flagged rows marked.
+    n_keys: the number of key columns when they are not the query positions (cross-attention)."""
     n = len(labels)
     idx = grid_indices(n)
+    kn = n if n_keys is None else n_keys
+    kidx = idx if n_keys is None else grid_indices(kn)
     row_labels = [None if q is None else query_label(q, labels[q]) for q in idx]
-    panels = [Panel(Text(titles.get(name, name), style="bold"), key_header(idx, n),
-                    [None if q is None else grid_row(g[q], idx) for q in idx]) for name, g in grids.items()]
+    panels = [Panel(Text(titles.get(name, name), style="bold"), key_header(kidx, kn),
+                    [None if q is None else grid_row(g[q], kidx) for q in idx]) for name, g in grids.items()]
     after = [Text("⚠ no key", style=WARN) if q in flagged else Text("") for q in idx] if flagged else None
     return SideBySide(row_labels, panels, after)
 
@@ -75,14 +79,36 @@ def _build_lines(mask: dict) -> Table:
     return lines
 
 
-def render_mask(mask: dict, labels: list[str], number: int = 4) -> Group:
+def _bucket_table(b: dict) -> Group:
+    """T5: distance -> bucket -> bias per head, for one query row."""
+    if b.get("missing"):
+        return Group(calm(b["missing"]))
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style=DIM)
+    table.add_column("key - query", justify="right", no_wrap=True)
+    table.add_column("bucket", justify="right", no_wrap=True)
+    n_heads = len(b["rows"][0]["bias"]) if b["rows"] else 0
+    for h in range(n_heads):
+        table.add_column(f"head {h}", justify="right", no_wrap=True)
+    for r in b["rows"]:
+        table.add_row(f"{r['distance']:+d}", str(r["bucket"]), *[f"{x:+.3f}" for x in r["bias"]])
+    way = "both directions (half the buckets each)" if b["bidirectional"] else "looking back only"
+    note = Text(f"relative position bias {b['step']}: {b['num_buckets']} buckets, {way}, exact up to "
+                f"{b['num_buckets'] // (4 if b['bidirectional'] else 2)} then log-spaced to {b['max_distance']}; "
+                f"{b['shared']}. Rows: what query {b.get('query')} adds to each key's score.", style=DIM)
+    return Group(note, table)
+
+
+def render_mask(mask: dict, labels: list[str], number: int = 4, key_labels: list[str] | None = None) -> Group:
     sharing = mask["layers_sharing"]
-    if sharing == "all":
-        title = f"Mask  layer {mask['layer']} (the same for all layers)"
+    where = {"encoder": "encoder ", "decoder": "decoder "}.get(mask.get("stack", ""), "")
+    if mask.get("part") == "cross_attn":
+        title = f"Mask  {where}layer {mask['layer']} cross-attention (the same for all layers)"
+    elif sharing == "all":
+        title = f"Mask  {where}layer {mask['layer']} (the same for all layers)"
     elif len(sharing) > 1:
-        title = f"Mask  layer {mask['layer']} (the same for layers {', '.join(map(str, sharing))})"
+        title = f"Mask  {where}layer {mask['layer']} (the same for layers {', '.join(map(str, sharing))})"
     else:
-        title = f"Mask  layer {mask['layer']} (this layer only)"
+        title = f"Mask  {where}layer {mask['layer']} (this layer only)"
     if mask["source"] == "override":
         parts: list = [heading(number, title, f"Given from outside: {mask.get('note') or 'a mask override'}.")]
         if not mask["grids"]:
@@ -96,7 +122,8 @@ def render_mask(mask: dict, labels: list[str], number: int = 4) -> Group:
         grids = {"keep": grids["keep"]} if "keep" in grids else grids
     titles = {"keep": "keep (all combined)" if len(grids) > 1 else "keep"}
     flagged = set(mask.get("fully_masked_rows", []))
-    parts.append(mask_grids(grids, labels, flagged, titles))
+    n_keys = len(key_labels) if key_labels is not None else None
+    parts.append(mask_grids(grids, labels, flagged, titles, n_keys))
     caption = (f"{KEEP_CELL} = the query (row) may attend to the key (column); {BLOCK_CELL} = blocked. "
                f"Batch row {mask['batch_row']}.")
     parts.append(Text(caption, style=DIM))
@@ -111,6 +138,10 @@ def render_mask(mask: dict, labels: list[str], number: int = 4) -> Group:
         w = pos["warning"]
         parts.append(Text(f"{'⚠' if w['level'] == 'warn' else 'note'} {w['code']} {w['message']}",
                           style=WARN if w["level"] == "warn" else DIM))
+    for note in mask.get("notes", []):
+        parts.append(Text(f"note {note}", style=DIM))
+    if mask.get("buckets"):
+        parts.append(_bucket_table(mask["buckets"]))
     if mask.get("matches_recorded") is False:
         parts.append(Text("⚠ the recorded attn.mask differs from the mask rebuilt here", style=WARN))
     return Group(*parts)

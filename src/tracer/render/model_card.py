@@ -17,8 +17,14 @@ def render_model_card(card: dict, number: int = 1) -> Group:
     what.add_row("norm", f"{card['norm']}; {card['residual']} residual")
     what.add_row("positions", card["positions"])
     what.add_row("attention", card["attention"])
+    if card.get("head"):
+        what.add_row("output", card["head"])
+    enc = card.get("encoder")
+    if enc:
+        what.add_row("encoder", f"{enc['n_layers']} layers, {enc['n_heads']} heads, d_ff {enc['d_ff']} {enc['mlp']}; "
+                                f"{enc['positions']}")
     sizes = [
-        ("d_model", str(card["d_model"])), ("layers", str(card["n_layers"])), ("heads", str(card["n_heads"])),
+        ("d_model", str(card["d_model"])), ("decoder layers" if enc else "layers", str(card["n_layers"])), ("heads", str(card["n_heads"])),
         ("kv heads", str(card["n_kv_heads"])), ("d_head", str(card["d_head"])), ("d_ff", f"{card['d_ff']} {card['mlp']}"),
         ("vocab", str(card["vocab"])), ("params", card["params"]),
         ("weights", card["weight_dtype"]), ("compute", str(card["compute_dtype"])),

@@ -16,11 +16,11 @@ def _local(name: str, block: int | None, indent: bool) -> str:
     """Inside an unfolded block the `blocks.i.` prefix is the group label, so rows show the rest."""
     if block is None or not indent:
         return name
-    return "  " + name.split(".", 2)[2]
+    return "  " + name.split(f"blocks.{block}.", 1)[-1]
 
 
 def _input_label(name: str) -> str:
-    return _SHORT_INPUT.get(name, name.rsplit(".", 1)[-1] if name.startswith("blocks.") else name)
+    return _SHORT_INPUT.get(name, name.rsplit(".", 1)[-1] if ".blocks." in f".{name}" else name)
 
 
 def _shape_cell(r: dict, compute_dtype: str | None) -> Text:
@@ -55,7 +55,14 @@ def _caption(flow: dict) -> str:
     return text
 
 
-def _ranges(blocks: list[int]) -> str:
+def _ranges(blocks: list) -> str:
+    """`1–5` for a run of block numbers; `encoder.1, decoder.1–2` for the stacks of an encoder-decoder model."""
+    if blocks and all(isinstance(b, str) for b in blocks):
+        stacks: dict[str, list[int]] = {}
+        for b in blocks:
+            stack, _, i = b.partition(".")
+            stacks.setdefault(stack, []).append(int(i))
+        return ", ".join(f"{stack}.{_ranges(ids)}" for stack, ids in stacks.items())
     if len(blocks) > 1 and blocks == list(range(blocks[0], blocks[-1] + 1)):
         return f"{blocks[0]}–{blocks[-1]}"
     return ", ".join(map(str, blocks))
@@ -63,7 +70,7 @@ def _ranges(blocks: list[int]) -> str:
 
 def _fold_row(r: dict, stacked: bool) -> list:
     last = r["last"]
-    name = Text(f"blocks.{r['block']}", style="bold")
+    name = Text(f"{r['stack'] + '.' if r.get('stack') else ''}blocks.{r['block']}", style="bold")
     name.append(" ⋯", style=DIM)
     same = f"as block {r['reference']}" if r["same_shapes"] else "shapes differ from the unfolded block"
     op = Text(f"{last['name'].split('.', 2)[2]}; {r['n_steps']} steps folded, {same}", style=DIM)
@@ -107,9 +114,10 @@ class FlowTable:
                 current_block = None
             else:
                 block = r["block"]
-                if self.indent and block is not None and block != current_block:
-                    table.add_row(Text(f"blocks.{block}", style="bold"))
-                current_block = block
+                group = (r.get("stack", ""), block)
+                if self.indent and block is not None and group != current_block:
+                    table.add_row(Text(f"{group[0] + '.' if group[0] else ''}blocks.{block}", style="bold"))
+                current_block = group
                 name = Text(_local(r["name"], block, self.indent))
                 op, shape = Text(r["op"], style=DIM), _shape_cell(r, self.compute)
                 stats = stats_text(r["stats"], r["dtype"], r["shape"], blocked=r["name"].endswith("masked_scores"),

@@ -31,8 +31,12 @@ def _span_text(t: dict) -> Text:
 def _kind(t: dict) -> Text:
     if t["pad"]:
         return Text("pad", style=DIM)
+    if t.get("unknown"):
+        return Text("unknown text (not in the vocabulary)", style=PARTIAL)
     if t["special"]:
         return Text("special", style=SPECIAL)
+    if t.get("continuation"):
+        return Text("continues the word", style=DIM)
     if t["partial"]:
         return Text("part of a character", style=PARTIAL)
     return Text("")
@@ -48,6 +52,17 @@ def _shown_rows(tokens: list[dict]) -> list[dict | None]:
         return list(tokens)
     head = MAX_ROWS // 3
     return tokens[:head] + [None] + tokens[-(MAX_ROWS - head) :]
+
+
+def _decoder_line(tokens: list[dict]) -> Text:
+    """An encoder-decoder model's decoder input, on one line: what the next token is predicted after."""
+    line = Text("decoder input ", style=DIM)
+    for t in tokens:
+        if not t["pad"]:
+            line.append(f"{t['pos']}:", style=DIM)
+            line.append(piece_text(t["token"], t["special"], t["partial"], t["pad"]))
+            line.append(" ")
+    return line
 
 
 def render_tokens(report: dict, number: int = 2) -> Group:
@@ -68,6 +83,9 @@ def render_tokens(report: dict, number: int = 2) -> Group:
         table.add_column("utf-8 bytes", style=DIM, no_wrap=True)
     if has_text:
         table.add_column("text span", overflow="fold")
+    has_types = any(t.get("type") for t in tokens)
+    if has_types:
+        table.add_column("type", justify="right", no_wrap=True)
     table.add_column("", no_wrap=True)
     for t in _shown_rows(tokens):
         if t is None:
@@ -78,6 +96,8 @@ def render_tokens(report: dict, number: int = 2) -> Group:
             cells.append(t["bytes"] if not t["special"] else "")
         if has_text:
             cells.append(_span_text(t))
+        if has_types:
+            cells.append(str(t.get("type", 0)))
         cells.append(_kind(t))
         table.add_row(*cells)
     parts.append(table)
@@ -88,6 +108,8 @@ def render_tokens(report: dict, number: int = 2) -> Group:
         legend.append("<e6 98> = bytes that are only part of a UTF-8 character")
     if legend:
         parts.append(Text("  ".join(legend), style=DIM))
+    if report.get("decoder_tokens"):
+        parts.append(_decoder_line(report["decoder_tokens"]))
     for other in report.get("other_rows", []):
         pads = f" + {other['pads']} padding" if other["pads"] else ""
         parts.append(Text(f"row {other['row']}: {other['tokens']} tokens{pads} (see it with --batch-row {other['row']})", style=DIM))

@@ -14,6 +14,7 @@ from tracer.report.distribution import lens_report, resolve_position, top_k_repo
 from tracer.report.flow import flow_plan, step_records
 from tracer.report.mask import mask_report, resolve_layer
 from tracer.report.options import RunOptions, ids_only_vocab
+from tracer.report.pooled import pooled_report
 from tracer.report.tokens import token_rows, tokens_note
 from tracer.report.values import values_report
 from tracer.steps import matches
@@ -25,44 +26,121 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     """The content of every chosen section. `vocab` names token ids; `model` (weights) is only for the lens."""
     meta = trace.meta
     spec = meta["model"]["spec"]
+    route = spec.get("route", "decoder")
     n_rows = len(meta["tokens"])
     row = options.batch_row
     if not 0 <= row < n_rows:
         raise TracerError(f"--batch-row {row} is out of range: the batch has {n_rows} row(s) (0..{n_rows - 1})")
-    sections = options.sections
+    sections = route_sections(options.sections, spec)
+    stack, part = resolve_view(options.stack, options.attn, spec)
+    sspec = spec["encoder"] if stack == "encoder" else spec
     tokens = token_rows(meta, row)
     report: dict = {"sections": list(sections), "batch_row": row, "batch_size": n_rows, "dtype": meta.get("dtype"),
-                    "prompt": (meta.get("prompts") or [None] * n_rows)[row]}
+                    "prompt": (meta.get("prompts") or [None] * n_rows)[row], "route": route}
     report["model"] = model_card(meta)
     report["tokens"] = tokens
     report["tokens_note"] = tokens_note(tokens, report["prompt"])
+    dec_tokens = token_rows(meta, row, "decoder_tokens") if route == "encoder-decoder" else None
+    if dec_tokens is not None:
+        report["decoder_tokens"] = dec_tokens
     report["other_rows"] = [_row_summary(meta["tokens"][b], b) for b in range(n_rows) if b != row]
-    layer = resolve_layer(options.layer, spec["n_layers"])
-    position = resolve_position(options.position, tokens)
+    layer = resolve_layer(options.layer, sspec["n_layers"])
+    out_tokens = dec_tokens if dec_tokens is not None else tokens
     if "steps" in sections:
         records = step_records(trace, spec)
         report["steps"] = [r for r in records if not options.steps or matches(r["name"], options.steps)]
         report["flow"] = flow_plan(records, options.steps, options.all_steps, options.layers)
     if "values" in sections:
         report["values"] = values_report(trace, options.steps, row)
-    mask = mask_report(trace, spec, row, layer) if ("mask" in sections or "attention" in sections) else None
+    if "mask" in sections or "attention" in sections:
+        mask = mask_report(trace, spec, row, layer, stack, "attn")
+        cross = mask_report(trace, spec, row, layer, stack, "cross_attn") if stack == "decoder" else None
     if "mask" in sections:
         report["mask"] = mask
+        if cross is not None:
+            report["cross_mask"] = cross
     if "attention" in sections:
-        report["attention"] = attention_report(trace, spec, row, layer, options.head, mask["grids"].get("keep"))
-        report["attention"]["labels"] = [t["token"] for t in tokens]
-        report["attention"]["pad_positions"] = [t["pos"] for t in tokens if t["pad"]]
+        grid = (cross if part == "cross_attn" else mask)["grids"].get("keep")
+        report["attention"] = attention_report(trace, sspec, row, layer, options.head, grid, stack, part)
+        key_tokens = tokens if part == "cross_attn" or stack != "decoder" else dec_tokens
+        row_tokens = dec_tokens if stack == "decoder" else tokens
+        report["attention"]["labels"] = [t["token"] for t in key_tokens]
+        report["attention"]["pad_positions"] = [t["pos"] for t in key_tokens if t["pad"]]
+        if row_tokens is not key_tokens:
+            report["attention"]["row_labels"] = [t["token"] for t in row_tokens]
+            report["attention"]["row_pad_positions"] = [t["pos"] for t in row_tokens if t["pad"]]
+    if "pooled" in sections:
+        report["pooled"] = pooled_report(trace, spec, row)
     if "top_k" in sections or "lens" in sections:
-        dist = top_k_report(trace, row, position, options.top_k, vocab, options.target_id, options.target_text,
-                            options.target_note)
+        key = "decoder_tokens" if dec_tokens is not None else "tokens"
+        kind = "fill" if spec.get("head") == "mlm" else "next"
+        positions = output_positions(options.position, out_tokens, kind)
+        fills = [top_k_report(trace, row, p, options.top_k, vocab, options.target_id, options.target_text,
+                              options.target_note, kind, key) for p in positions]
+        dist = fills[0]
         if "top_k" in sections:
             report["distribution"] = {k: v for k, v in dist.items() if k != "top_k"}
             report["top_k"] = dist["top_k"]
+            if len(fills) > 1:
+                report["fills"] = [{"distribution": {k: v for k, v in f.items() if k != "top_k"}, "top_k": f["top_k"]}
+                                   for f in fills]
         if "lens" in sections:
             final_top = dist["top_k"][0]["id"] if dist["top_k"] else None
-            report["lens"] = (lens_report(trace, model, row, position, final_top, vocab) if final_top is not None
+            report["lens"] = (lens_report(trace, model, row, positions[0], final_top, vocab) if final_top is not None
                               else {"layers": [], "missing": dist.get("missing")})
     return report
+
+
+def route_sections(sections: tuple[str, ...], spec: dict) -> tuple[str, ...]:
+    """The sections this route can show: no next token without a head (the pooled vector instead), no lens
+    without a decoder stack."""
+    if spec.get("head") == "none":
+        if "lens" in sections:
+            raise TracerError("--lens reads a decoder stack through the LM head; this encoder has no head",
+                              hint="its output is the pooled sentence vector (shown by default)")
+        sections = tuple("pooled" if s == "top_k" else s for s in sections)
+    elif "pooled" in sections:
+        raise TracerError("this model has a head: it gives token distributions, not a pooled sentence vector")
+    if spec.get("route") == "encoder" and "lens" in sections:
+        raise TracerError("--lens reads a decoder stack (each layer through the final norm and LM head); "
+                          "an encoder's MLM head reads only its last layer", hint="drop --lens")
+    return tuple(dict.fromkeys(sections))
+
+
+def resolve_view(stack: str | None, attn: str | None, spec: dict) -> tuple[str, str]:
+    """(stack, part) the mask and attention views show: "" and "attn" for single-stack models; for
+    encoder-decoder models the decoder's cross-attention unless asked otherwise."""
+    if spec.get("route") != "encoder-decoder":
+        if stack not in (None, ""):
+            raise TracerError(f"--stack {stack}: this model has one stack", hint="--stack applies to encoder-decoder models")
+        if attn not in (None, "self"):
+            raise TracerError(f"--attn {attn}: this model has self-attention only", hint="cross-attention exists in encoder-decoder models")
+        return "", "attn"
+    stack = stack or "decoder"
+    if stack not in ("encoder", "decoder"):
+        raise TracerError(f"--stack must be encoder or decoder, not {stack!r}")
+    if attn not in (None, "self", "cross"):
+        raise TracerError(f"--attn must be self or cross, not {attn!r}")
+    if stack == "encoder":
+        if attn == "cross":
+            raise TracerError("--attn cross: the encoder has no cross-attention", hint="--stack decoder --attn cross")
+        return stack, "attn"
+    return stack, "attn" if attn == "self" else "cross_attn"
+
+
+MASK_PIECES = ("[MASK]", "<mask>")
+
+
+def output_positions(position: int | None, tokens: list[dict], kind: str) -> list[int]:
+    """Where the output section reads the distribution: for an MLM every mask token (or --position), else one."""
+    if kind != "fill" or position is not None:
+        return [resolve_position(position, tokens)]
+    masks = [t["pos"] for t in tokens if t["piece"] in MASK_PIECES and not t["pad"]]
+    if not masks:
+        raise TracerError("this is a masked-LM model and the prompt has no mask token: nothing to fill in",
+                          hint='put [MASK] (or <mask>) where a word is missing, e.g. "The capital of France is [MASK]." '
+                               "or choose a position with --position N")
+    return masks
 
 
 def _row_summary(row_tokens: list[dict], b: int) -> dict:

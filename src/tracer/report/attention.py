@@ -29,10 +29,12 @@ def row_sums_check(weights: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, f
     return sums, error, error <= ROW_SUM_TOLERANCE
 
 
-def attention_report(trace, spec: dict, row: int, layer: int, head: int | None, keep_grid: list[list[bool]] | None) -> dict:
-    name = f"blocks.{layer}.attn.weights"
+def attention_report(trace, spec: dict, row: int, layer: int, head: int | None, keep_grid: list[list[bool]] | None,
+                     stack: str = "", part: str = "attn") -> dict:
+    """stack: "", "encoder" or "decoder"; part: "attn" (self) or "cross_attn" (decoder rows, encoder columns)."""
+    name = f"{stack + '.' if stack else ''}blocks.{layer}.{part}.weights"
     out = {"layer": layer, "step": name, "batch_row": row, "heads": [], "n_heads": spec["n_heads"],
-           "n_kv_heads": spec["n_kv_heads"]}
+           "n_kv_heads": spec["n_kv_heads"], "stack": stack, "part": part}
     heads = resolve_head(head, spec["n_heads"])
     out["selected"] = "all" if head is None else heads[0]
     if name not in trace:

@@ -9,7 +9,24 @@ ACTIVATION_NAMES = {"silu": "SiLU", "gelu": "GELU", "gelu_tanh": "GELU (tanh)", 
 
 
 def route(spec: dict) -> str:
-    return "decoder, causal mask" if spec.get("causal", True) else "encoder, bidirectional"
+    kind = spec.get("route") or ("decoder" if spec.get("causal", True) else "encoder")
+    if kind == "encoder-decoder":
+        return "encoder-decoder: encoder bidirectional, decoder causal + cross-attention"
+    return "encoder, bidirectional" if kind == "encoder" else "decoder, causal mask"
+
+
+def head_text(spec: dict) -> str:
+    head = spec.get("head", "lm")
+    if head == "mlm":
+        return "masked-LM head: dense, activation, LayerNorm, decoder tied to the word embeddings"
+    if head == "none":
+        pooling = spec.get("pooling") or {}
+        how = {"mean": "mean", "cls": "[CLS]", "max": "max", "mean_sqrt_len": "mean/sqrt(n)"}.get(pooling.get("mode"), "mean")
+        return f"no head: {how} pooling" + (", L2-normalised" if pooling.get("normalize") else "") + \
+            f" ({pooling.get('source', 'default')})"
+    tied = "tied to the embedding" if spec.get("tied_embeddings") else "separate"
+    scale = f", decoder output x {spec['logit_scale']:.4g} first" if spec.get("logit_scale") else ""
+    return f"LM head, {tied}{scale}"
 
 
 def norm_text(spec: dict) -> str:
@@ -22,7 +39,8 @@ def positions_text(spec: dict) -> str:
     kind = spec.get("positions")
     if kind == "learned":
         off = spec.get("position_offset") or 0
-        return "learned absolute" + (f" (table offset {off})" if off else "")
+        rule = "0..n-1 whatever the padding" if spec.get("position_rule") == "index" else "counted from the mask"
+        return "learned absolute" + (f" (table offset {off})" if off else "") + f", {rule}"
     if kind == "rotary":
         rope = spec.get("rope") or {}
         text = f"rotary, theta {rope.get('theta', 0):,.0f}"
@@ -31,8 +49,10 @@ def positions_text(spec: dict) -> str:
         if rope.get("scaling", "default") != "default":
             text += f", {rope['scaling']} scaling x{rope.get('factor', 1):g}"
         return text
-    return {"sinusoidal": "sinusoidal", "alibi": "ALiBi (linear bias on scores)",
-            "relative": "relative position bias"}.get(kind, str(kind))
+    if kind == "relative":
+        rel = spec.get("relative_bias") or {}
+        return f"relative position bias: {rel.get('num_buckets')} buckets up to distance {rel.get('max_distance')}"
+    return {"sinusoidal": "sinusoidal", "alibi": "ALiBi (linear bias on scores)"}.get(kind, str(kind))
 
 
 def attention_text(spec: dict) -> str:
@@ -85,5 +105,14 @@ def model_card(meta: dict) -> dict:
         "n_kv_heads": spec.get("n_kv_heads"), "d_head": spec.get("d_head"), "d_ff": spec.get("d_ff"),
         "vocab": spec.get("vocab_size"), "n_params": m.get("n_params"), "params": params_text(m.get("n_params")),
         "weight_dtype": storage_text(m.get("storage_dtypes") or {}), "compute_dtype": meta.get("dtype"),
-        "tied_embeddings": spec.get("tied_embeddings"),
+        "tied_embeddings": spec.get("tied_embeddings"), "head": head_text(spec),
+        "encoder": _encoder_card(spec.get("encoder")),
     }
+
+
+def _encoder_card(enc: dict | None) -> dict | None:
+    """An encoder-decoder model's encoder stack, in the card's terms (None for single-stack models)."""
+    if not enc:
+        return None
+    return {"n_layers": enc.get("n_layers"), "n_heads": enc.get("n_heads"), "d_ff": enc.get("d_ff"),
+            "norm": norm_text(enc), "positions": positions_text(enc), "mlp": mlp_text(enc)}

@@ -52,10 +52,13 @@ def entropy_bits(p: np.ndarray) -> float:
 
 
 def top_k_report(trace, row: int, position: int, k: int, vocab, target_id: int | None = None,
-                 target_text: str | None = None, target_note: str | None = None) -> dict:
-    tokens = trace.meta["tokens"][row]
+                 target_text: str | None = None, target_note: str | None = None, kind: str = "next",
+                 tokens_key: str = "tokens") -> dict:
+    """kind: "next" (the token after `position`) or "fill" (an MLM's guess for the masked token at `position`).
+    tokens_key: the token table the positions index ("decoder_tokens" in an encoder-decoder model)."""
+    tokens = trace.meta[tokens_key][row]
     at = tokens[position]
-    out = {"batch_row": row, "position": position,
+    out = {"batch_row": row, "position": position, "kind": kind,
            "after": shown_piece(at["piece"], at.get("bytes", ""), at.get("special", False)),
            "step": "probs", "k": k, "top_k": []}
     probs, logits, missing = distribution_at(trace, row, position)

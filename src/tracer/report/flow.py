@@ -9,9 +9,22 @@ from __future__ import annotations
 
 import re
 
-from tracer.steps import block_of, matches
+from tracer.steps import block_of, matches, stack_of
 
-_BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
+_BLOCK = re.compile(r"^((?:encoder\.|decoder\.)?)blocks\.(\d+)\.(.+)$")
+
+
+def stack_spec(spec: dict, stack: str) -> dict:
+    """The spec of the stack a step belongs to ("encoder" in an encoder-decoder model has its own)."""
+    return spec["encoder"] if stack == "encoder" and spec.get("encoder") else spec
+
+
+def stack_output(spec: dict, prefix: str) -> str:
+    """The last step of a stack: its final norm, else its last block's resid_post."""
+    s = stack_spec(spec, prefix[:-1]) if prefix else spec
+    if s.get("final_norm", True):
+        return prefix + "final_norm.out"
+    return f"{prefix}blocks.{s.get('n_layers', 1) - 1}.resid_post"
 
 
 def step_inputs(name: str, present: set[str], spec: dict) -> list[str]:
@@ -19,45 +32,69 @@ def step_inputs(name: str, present: set[str], spec: dict) -> list[str]:
     m = _BLOCK.match(name)
     if m is None:
         return [n for n in _outer_inputs(name, present, spec) if n in present]
-    i, local = int(m.group(1)), m.group(2)
-    p = f"blocks.{i}."
-    x = "embed.out" if i == 0 else f"blocks.{i - 1}.resid_post"
-    post = spec.get("norm_placement") == "post"
-    parallel = spec.get("residual") == "parallel"
+    prefix, i, local = m.group(1), int(m.group(2)), m.group(3)
+    s = stack_spec(spec, prefix[:-1])
+    p = f"{prefix}blocks.{i}."
+    x = prefix + "embed.out" if i == 0 else f"{prefix}blocks.{i - 1}.resid_post"
+    post = s.get("norm_placement") == "post"
+    parallel = s.get("residual") == "parallel"
+    cross = p + "cross_attn.out" in present or p + "resid_cross" in present
     attn_in = x if post else p + "ln1.out"
-    mlp_in = p + "ln1.out" if post else p + "ln2.out"
+    cross_in = p + "ln1.out" if post else p + "ln_cross.out"
+    mlp_in = (p + "ln_cross.out" if cross else p + "ln1.out") if post else p + "ln2.out"
+    memory = stack_output(spec, "encoder.") if prefix == "decoder." else None
+    mask_in = "input.decoder_mask" if prefix == "decoder." else "input.mask"
     rot = lambda s: p + f"attn.{s}_rot" if p + f"attn.{s}_rot" in present else p + f"attn.{s}"  # noqa: E731
     table = {
         "ln1.out": [p + "resid_mid"] if post else [x],
         "attn.q": [attn_in], "attn.k": [attn_in], "attn.v": [attn_in],
         "attn.q_rot": [p + "attn.q"], "attn.k_rot": [p + "attn.k"],
-        "attn.scores": [rot("q"), rot("k")],
-        "attn.mask": ["input.mask"],
+        "attn.scores": [rot("q"), rot("k"), p + "attn.position_bias"],
+        "attn.mask": [mask_in],
         "attn.masked_scores": [p + "attn.scores", p + "attn.mask"],
         "attn.weights": [p + "attn.masked_scores"],
         "attn.z": [p + "attn.weights", p + "attn.v"],
         "attn.out": [p + "attn.z"],
         "resid_mid": [x, p + "attn.out"],
-        "ln2.out": [x] if parallel else [p + "resid_mid"],
+        "ln_cross.out": [p + "resid_cross"] if post else [p + "resid_mid"],
+        "cross_attn.q": [cross_in], "cross_attn.k": [memory], "cross_attn.v": [memory],
+        "cross_attn.scores": [p + "cross_attn.q", p + "cross_attn.k"],
+        "cross_attn.mask": ["input.mask"],
+        "cross_attn.masked_scores": [p + "cross_attn.scores", p + "cross_attn.mask"],
+        "cross_attn.weights": [p + "cross_attn.masked_scores"],
+        "cross_attn.z": [p + "cross_attn.weights", p + "cross_attn.v"],
+        "cross_attn.out": [p + "cross_attn.z"],
+        "resid_cross": [p + "ln1.out" if post else p + "resid_mid", p + "cross_attn.out"],
+        "ln2.out": [x] if parallel else [p + "resid_cross" if cross else p + "resid_mid"],
         "mlp.pre": [mlp_in], "mlp.up": [mlp_in],
         "mlp.post": [p + "mlp.pre", p + "mlp.up"],
         "mlp.out": [p + "mlp.post"],
         "resid_post": ([x, p + "attn.out", p + "mlp.out"] if parallel
-                       else [p + "ln1.out", p + "mlp.out"] if post else [p + "resid_mid", p + "mlp.out"]),
+                       else [mlp_in, p + "mlp.out"] if post
+                       else [p + "resid_cross" if cross else p + "resid_mid", p + "mlp.out"]),
     }
-    return [n for n in table.get(local, []) if n in present]
+    return [n for n in table.get(local, []) if n and n in present]
 
 
 def _outer_inputs(name: str, present: set[str], spec: dict) -> list[str]:
-    n_layers = spec.get("n_layers", 0)
-    last = f"blocks.{n_layers - 1}.resid_post" if n_layers else "embed.out"
+    prefix = stack_of(name) + "." if stack_of(name) else ""
+    local = name[len(prefix):]
+    ins = "input.decoder_" if prefix == "decoder." else "input."
+    table = {
+        "embed.tokens": [ins + "ids"],
+        "embed.token_types": ["input.token_types"],
+        "embed.positions": [ins + "positions"],
+        "embed.out": [prefix + "embed.tokens", prefix + "embed.token_types", prefix + "embed.positions"],
+        "final_norm.out": [stack_output({**stack_spec(spec, prefix[:-1]), "final_norm": False}, prefix)],
+    }
+    if local in table:
+        return table[local]
+    last = stack_output(spec, "decoder." if spec.get("encoder") else "")
     return {
-        "embed.tokens": ["input.ids"],
-        "embed.positions": ["input.positions"],
-        "embed.out": ["embed.tokens", "embed.positions"],
-        "final_norm.out": [last],
-        "logits": ["final_norm.out" if "final_norm.out" in present else last],
+        "head.dense": [last], "head.act": ["head.dense"], "head.ln.out": ["head.act"],
+        "logits": ["head.ln.out" if "head.ln.out" in present else last],
         "probs": ["logits"],
+        "pooled": [last, "input.mask"],
     }.get(name, [])
 
 
@@ -79,6 +116,7 @@ def step_records(trace, spec: dict) -> list[dict]:
         out.append({
             "name": s.name, "op": s.op, "axes": list(s.axes), "shape": list(s.shape), "dtype": s.dtype,
             "kept": s.kept, "stats": s.stats, "hf_module": s.hf_module, "block": block_of(s.name),
+            "stack": stack_of(s.name),
             "inputs": [{"name": n, "shape": shapes[n]} for n in ins],
             "kv_repeat": kv_repeat(s.name, spec),
         })
@@ -100,22 +138,23 @@ def flow_plan(records: list[dict], globs: tuple[str, ...], all_steps: bool, laye
     blocks = sorted({r["block"] for r in records if r["block"] is not None})
     full = set(blocks) if all_steps else set(layers) if layers is not None else set(blocks[:1])
     rows, folded = [], []
-    by_block: dict[int, list[dict]] = {}
+    by_block: dict[tuple[str, int], list[dict]] = {}
     for r in records:
-        b = r["block"]
+        b, stack = r["block"], r.get("stack", "")
         if b is None or b in full:
             rows.append({"kind": "step", **r})
             continue
-        if b not in by_block:
-            by_block[b] = []
-            rows.append({"kind": "fold", "block": b})
-            folded.append(b)
-        by_block[b].append(r)
-    reference = next((b for b in blocks if b in full), None)
-    ref_shapes = [r["shape"] for r in records if r["block"] == reference]
+        if (stack, b) not in by_block:
+            by_block[(stack, b)] = []
+            rows.append({"kind": "fold", "block": b, "stack": stack})
+            folded.append(f"{stack}.{b}" if stack else b)
+        by_block[(stack, b)].append(r)
     for row in rows:
         if row["kind"] == "fold":
-            row.update(_fold_summary(row["block"], by_block[row["block"]], ref_shapes, reference))
+            stack = row["stack"]
+            reference = next((b for b in blocks if b in full), None)
+            ref_shapes = [r["shape"] for r in records if r["block"] == reference and r.get("stack", "") == stack]
+            row.update(_fold_summary(row["block"], by_block[(stack, row["block"])], ref_shapes, reference))
     rows = _cap_folded(rows)
     mode = "all" if all_steps else "layers" if layers is not None else "default"
     return {"mode": mode, "rows": rows, "folded": folded, "full_blocks": sorted(full)}

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracer.masks.build import build_keep, positions_from_mask
+from tracer.masks.build import build_keep, positions_by_rule
+
+BUCKET_ROWS = 12  # distances shown in the T5 bucket table
 
 
-def attention_mask_from_tokens(meta: dict) -> np.ndarray:
-    """[batch, pos] 1 = real token, 0 = padding, from the token table (works for stats-only traces)."""
-    return np.array([[0 if t.get("pad") else 1 for t in row] for row in meta["tokens"]], dtype=np.int64)
+def attention_mask_from_tokens(meta: dict, key: str = "tokens") -> np.ndarray:
+    """[batch, pos] 1 = real token, 0 = padding, from a token table (works for stats-only traces)."""
+    return np.array([[0 if t.get("pad") else 1 for t in row] for row in meta[key]], dtype=np.int64)
+
+
+def stack_and_tokens(spec: dict, stack: str) -> tuple[dict, str, str]:
+    """(the stack's spec, its token table key in the meta, its step-name prefix) for "", "encoder" or "decoder"."""
+    if stack == "encoder":
+        return spec.get("encoder") or spec, "tokens", "encoder."
+    if stack == "decoder":
+        return spec, "decoder_tokens", "decoder."
+    return spec, "tokens", ""
 
 
 def resolve_layer(layer: int | None, n_layers: int) -> int:
@@ -28,22 +39,30 @@ def _axes(names: list[str], shape: tuple[int, ...]) -> str:
     return "[" + ", ".join("1" if a == "1" else f"{a}={n}" for a, n in zip(names, shape)) + "]"
 
 
-def mask_report(trace, spec: dict, row: int, layer: int) -> dict:
+def mask_report(trace, spec: dict, row: int, layer: int, stack: str = "", part: str = "attn") -> dict:
+    """How layer `layer`'s mask was built. stack: "" (single-stack model), "encoder" or "decoder";
+    part: "attn" (self-attention) or "cross_attn" (decoder queries over encoder keys)."""
     meta = trace.meta
     mm = meta.get("mask", {})
-    attention_mask = attention_mask_from_tokens(meta)  # [batch, kv]
+    sspec, tokens_key, prefix = stack_and_tokens(spec, stack)
+    q_mask = attention_mask_from_tokens(meta, tokens_key)  # [batch, q]
+    if part == "cross_attn":
+        return cross_mask_report(trace, spec, row, layer, q_mask, attention_mask_from_tokens(meta, "tokens"))
+    attention_mask = q_mask
     bsz, q_len = attention_mask.shape
-    windows = mm.get("windows") or {}
+    windows = (mm.get("windows") or {}) if stack != "encoder" else {}
     window = windows.get(str(layer))
-    recorded = trace.step(f"blocks.{layer}.attn.mask") if f"blocks.{layer}.attn.mask" in trace else None
+    name = f"{prefix}blocks.{layer}.attn.mask"
+    recorded = trace.step(name) if name in trace else None
     sharing = [int(k) for k, w in windows.items() if w == window]
+    causal = bool(sspec.get("causal", True)) if stack else bool(mm.get("causal", spec.get("causal", True)))
     out = {
-        "layer": layer, "source": mm.get("source", "built"), "window": window,
-        "layers_sharing": sharing if len(sharing) != len(windows) else "all",
+        "layer": layer, "stack": stack, "part": part, "step": name, "source": mm.get("source", "built"), "window": window,
+        "causal": causal, "layers_sharing": sharing if len(sharing) != len(windows) else "all",
         "dtype": recorded.dtype if recorded else "bool",
         "shape": list(recorded.shape) if recorded else [bsz, 1, q_len, q_len],
         "axes": list(recorded.axes) if recorded else ["batch", "heads", "q_len", "kv_len"],
-        "scores_shape": [bsz, spec["n_heads"], q_len, q_len], "batch_row": row,
+        "scores_shape": [bsz, sspec["n_heads"], q_len, q_len], "batch_row": row,
     }
     if out["source"] == "override":
         out["note"] = mm.get("note", "")
@@ -52,7 +71,7 @@ def mask_report(trace, spec: dict, row: int, layer: int) -> dict:
         out["grids"] = {"keep": keep[row, 0].tolist()} if keep is not None else {}
         out["fully_masked_rows"] = sorted({r[2] for r in mm.get("fully_masked", []) if r[0] == row})
         return out
-    parts = build_keep(attention_mask, bool(mm.get("causal", spec.get("causal", True))), window, q_len)
+    parts = build_keep(attention_mask, causal, window, q_len)
     padded = bool((attention_mask == 0).any())
     described = []
     if parts.causal is not None:
@@ -81,19 +100,91 @@ def mask_report(trace, spec: dict, row: int, layer: int) -> dict:
     grids["keep"] = full[row, 0]
     out["grids"] = {k: np.asarray(v).tolist() for k, v in grids.items()}
     out["fully_masked_rows"] = [int(q) for q in np.flatnonzero(~full[row, 0].any(axis=-1))]
-    out["positions"] = positions_report(attention_mask, row, spec)
+    out["notes"] = route_notes(causal, padded, attention_mask[row])
+    out["positions"] = positions_report(attention_mask, row, sspec, meta.get("positions") if stack != "decoder" else None)
+    if sspec.get("relative_bias"):
+        out["buckets"] = bucket_table(trace, sspec, prefix, layer, causal)
     if recorded is not None and recorded.kept:
         out["matches_recorded"] = bool(np.array_equal(np.broadcast_to(recorded.array, full.shape), full))
     return out
 
 
-def positions_report(attention_mask: np.ndarray, row: int, spec: dict) -> dict | None:
+def route_notes(causal: bool, padded: bool, row_mask: np.ndarray) -> list[str]:
+    """What the route's mask means that the grid alone does not say."""
+    if causal:
+        return []
+    notes = ["bidirectional: every real token reads every real token, before and after it (no causal part)"]
+    if padded and (row_mask == 0).any():
+        notes.append("padded query rows still attend, as in transformers (padding masks keys only); "
+                     "their outputs are never read by real tokens, so they are harmless but not zero")
+    return notes
+
+
+def cross_mask_report(trace, spec: dict, row: int, layer: int, dec_mask: np.ndarray, enc_mask: np.ndarray) -> dict:
+    """Cross-attention: the encoder's padding, broadcast over every decoder row; no causal part."""
+    bsz, dec_len = dec_mask.shape
+    enc_len = enc_mask.shape[1]
+    name = f"decoder.blocks.{layer}.cross_attn.mask"
+    recorded = trace.step(name) if name in trace else None
+    keep = np.broadcast_to((enc_mask != 0)[:, None, None, :], (bsz, 1, dec_len, enc_len))
+    out = {
+        "layer": layer, "stack": "decoder", "part": "cross_attn", "step": name, "source": "built", "window": None,
+        "causal": False, "layers_sharing": "all", "dtype": "bool",
+        "shape": list(recorded.shape) if recorded else [bsz, 1, 1, enc_len],
+        "axes": ["batch", "heads", "q_len", "kv_len"],
+        "scores_shape": [bsz, spec["n_heads"], dec_len, enc_len], "batch_row": row,
+        "parts": [{"name": "encoder padding", "rule": "input.mask[b, j] == 1: encoder positions that are real tokens",
+                   "dtype": "bool", "shape": [bsz, enc_len], "axes": ["batch", "enc_pos"],
+                   "broadcast": "padding[:, None, None, :] -> " + _axes(["batch", "1", "1", "kv_len"], (bsz, 1, 1, enc_len))
+                   + f", then over all {dec_len} decoder rows"}],
+        "combine": "encoder padding",
+        "grids": {"keep": keep[row, 0].tolist()},
+        "fully_masked_rows": [],
+        "notes": ["cross-attention: rows are decoder positions, columns encoder positions; no causal part "
+                  "(every decoder position may read the whole input)"],
+    }
+    if recorded is not None and recorded.kept:
+        out["matches_recorded"] = bool(np.array_equal(np.broadcast_to(recorded.array, keep.shape), keep))
+    return out
+
+
+def bucket_table(trace, sspec: dict, prefix: str, layer: int, causal: bool) -> dict:
+    """T5: relative distance (key - query) -> bucket -> bias per head, as block `layer` adds it to the scores."""
+    from tracer.engine.relative_bias import relative_buckets
+
+    rel = sspec["relative_bias"]
+    name = f"{prefix}blocks.{layer}.attn.position_bias"
+    step = trace.step(name) if name in trace else None
+    out = {"step": name, "num_buckets": rel["num_buckets"], "max_distance": rel["max_distance"],
+           "bidirectional": not causal, "rows": [], "shared": "computed in block 0 of this stack, reused by every block"}
+    if step is None or not step.kept:
+        out["missing"] = f"{name} was not kept whole"
+        return out
+    bias = step.array[0]  # [heads, q, k]
+    q_len = bias.shape[1]
+    q = q_len - 1 if causal else q_len // 2  # a query with keys on both sides (encoder) or behind it (decoder)
+    distances = sorted({k - q for k in range(bias.shape[2])}, key=lambda d: (abs(d), d))[:BUCKET_ROWS]
+    buckets = relative_buckets(np.array(distances), not causal, rel["num_buckets"], rel["max_distance"])
+    for d, b in sorted(zip(distances, buckets.tolist())):
+        out["rows"].append({"distance": int(d), "bucket": int(b), "bias": [float(x) for x in bias[:, q, q + d]]})
+    out["query"] = int(q)
+    return out
+def positions_report(attention_mask: np.ndarray, row: int, spec: dict, rule: str | None = None) -> dict | None:
     """Left padding moves real tokens right; the position ids say how tracer keeps them at 0, 1, 2, ...
-    With learned absolute positions that is where ports go wrong (mask lab warning ML012)."""
-    if not (attention_mask[:, 0] == 0).any():
+    With learned absolute positions that is where ports go wrong (mask lab warning ML012).
+    rule: the position rule in force ("mask" or "index"); default the family's."""
+    rule = rule or spec.get("position_rule", "mask")
+    if spec.get("positions") == "relative" or not (attention_mask[:, 0] == 0).any():
         return None
-    positions = positions_from_mask(attention_mask)[row]
+    positions = positions_by_rule(attention_mask, rule)[row]
     learned = spec.get("positions") == "learned"
+    if rule == "index":
+        return {"rule": "position_ids = 0..n-1 (the family's rule, as transformers computes it)",
+                "row": [int(p) for p in positions],
+                "warning": {"code": "ML012", "level": "warn" if learned else "info", "message":
+                            "left padding with positions 0..n-1: the real tokens of a left-padded row start at "
+                            "the pad count, not 0, so they read other position embeddings than the same prompt "
+                            "alone (transformers does the same); --positions from-mask counts from the first real token"}}
     message = ("left padding with learned absolute positions: real tokens must start at position 0, so tracer "
                "uses position_ids = cumsum(mask) - 1 (pads 0); a bare transformers forward() without position_ids "
                "uses arange and shifts every real token by the pad count" if learned else

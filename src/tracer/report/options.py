@@ -8,10 +8,11 @@ from typing import Callable
 from tracer.errors import TracerError
 
 # Screen order. `top_k` is the next-token distribution; `lens` and `values` are opt-in.
-SECTIONS = ("model", "tokens", "steps", "values", "mask", "attention", "top_k", "lens")
+SECTIONS = ("model", "tokens", "steps", "values", "mask", "attention", "top_k", "pooled", "lens")
 DEFAULT_SECTIONS = ("model", "tokens", "steps", "mask", "attention", "top_k")
 ALIASES = {"card": "model", "shapes": "steps", "flow": "steps", "top": "top_k", "topk": "top_k",
-           "distribution": "top_k", "next": "top_k", "attn": "attention", "value": "values"}
+           "distribution": "top_k", "next": "top_k", "attn": "attention", "value": "values", "embedding": "pooled",
+           "pool": "pooled"}
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class RunOptions:
     steps: tuple[str, ...] = ()  # globs: show only these steps
     all_steps: bool = False  # unfold every block
     sections: tuple[str, ...] = DEFAULT_SECTIONS
+    stack: str | None = None  # encoder-decoder: "encoder" or "decoder" (default) for the mask and attention views
+    attn: str | None = None  # "self" or "cross" (encoder-decoder default: cross)
 
 
 def resolve_sections(only: list[str] | None, lens: bool, values: bool, steps_filter: bool) -> tuple[str, ...]:

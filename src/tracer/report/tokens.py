@@ -83,21 +83,26 @@ def is_partial(bytes_hex: str, special: bool) -> bool:
     return any(isinstance(p, bytes) for p in split_utf8(bytes.fromhex(bytes_hex)))
 
 
-def token_rows(meta: dict, row: int) -> list[dict]:
-    """The batch row's tokens with what the screen shows; `part` says "1/2" when tokens share one span."""
-    tokens = meta.get("tokens") or []
+def token_rows(meta: dict, row: int, key: str = "tokens") -> list[dict]:
+    """The batch row's tokens with what the screen shows; `part` says "1/2" when tokens share one span.
+
+    key: "tokens" (the input) or "decoder_tokens" (an encoder-decoder model's decoder input)."""
+    tokens = meta.get(key) or []
     if not tokens:
         return []
     out = []
     for t in tokens[row]:
         special, pad = bool(t.get("special")), bool(t.get("pad"))
+        unknown, cont = bool(t.get("unknown")), bool(t.get("continuation"))
         bytes_hex = t.get("bytes", "")
+        shown = t["piece"] if unknown or cont else shown_piece(t["piece"], bytes_hex, special, pad)
         out.append({
             "pos": t["pos"], "id": t["id"], "piece": t["piece"],
-            "token": shown_piece(t["piece"], bytes_hex, special, pad),
+            "token": shown,
             "bytes": bytes_hex, "partial": is_partial(bytes_hex, special),
             "text": t.get("text", ""), "span": [t.get("start", 0), t.get("end", 0)],
             "special": special, "pad": pad, "part": None,
+            "type": int(t.get("type", 0)), "unknown": unknown, "continuation": cont,
         })
     _number_shared_spans(out)
     return out
@@ -128,6 +133,9 @@ def tokens_note(rows: list[dict], prompt: str | None) -> str:
     extras = []
     if added:
         extras.append(f"{len(added)} added by the tokenizer: " + " ".join(r["token"] for r in added))
+    unknown = [r for r in real if r.get("unknown")]
+    if unknown:
+        extras.append(f"{len(unknown)} unknown to the vocabulary: " + " ".join(visible_text(r["text"]) or "?" for r in unknown))
     if pads:
         extras.append(f"{pads} padding")
     sentence = head + (f" ({'; '.join(extras)})" if extras else "") + "."
