@@ -1,7 +1,8 @@
 """Speed and memory of tracer's forward pass next to transformers', in the same run.
 
-    pip install -e '.[bench]'         # torch==2.13.0 and transformers, for the reference side
-    python bench/bench_forward.py     # builds a GPT-2-small-sized random checkpoint under bench/out/ (not committed)
+    pip install -e '.[bench]'                  # torch==2.13.0 and transformers, for the reference side
+    python bench/bench_forward.py              # builds a GPT-2-small-sized random checkpoint under bench/out/ (not committed)
+    python bench/bench_forward.py --arch bert  # a BERT-base-sized random encoder (110M), the same way
 
 Each side runs in its own subprocess (so one side's imports and caches do not
 count against the other), warms up once, then is timed `--repeat` times; the
@@ -24,14 +25,20 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def build_checkpoint(folder: Path) -> None:
+ARCHS = {"gpt2": "GPT-2-small-sized (124M) random decoder", "bert": "BERT-base-sized (110M) random encoder"}
+
+
+def build_checkpoint(folder: Path, arch: str = "gpt2") -> None:
     if (folder / "config.json").is_file():
         return
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    import transformers as tf
 
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config())  # 124M parameters: 12 layers, d_model 768, vocab 50257
+    if arch == "bert":
+        model = tf.BertModel(tf.BertConfig())  # 110M parameters: 12 layers, d_model 768, vocab 30522
+    else:
+        model = tf.GPT2LMHeadModel(tf.GPT2Config())  # 124M parameters: 12 layers, d_model 768, vocab 50257
     model.save_pretrained(folder)
 
 
@@ -47,12 +54,13 @@ def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
     """Runs in a subprocess: load, warm up, time `repeat` forwards."""
     import numpy as np
 
-    ids = [[(i * 7919) % 50000 for i in range(n_tokens)]]
+    ids = [[(i * 7919) % 30000 for i in range(n_tokens)]]
     if kind == "transformers":
         import torch
-        from transformers import GPT2LMHeadModel
+        from transformers import AutoModel, AutoModelForCausalLM
 
-        model = GPT2LMHeadModel.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
+        auto = AutoModel if json.loads((Path(folder) / "config.json").read_text())["model_type"] == "bert" else AutoModelForCausalLM
+        model = auto.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
         x = torch.tensor(ids)
 
         def once():
@@ -83,15 +91,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--folder", type=Path, default=HERE / "out" / "gpt2-small")
+    ap.add_argument("--arch", choices=tuple(ARCHS), default="gpt2")
+    ap.add_argument("--folder", type=Path, default=None, help="default: bench/out/gpt2-small or bench/out/bert-base")
     ap.add_argument("--side", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.folder is None:
+        args.folder = HERE / "out" / ("bert-base" if args.arch == "bert" else "gpt2-small")
     if args.side:
         print(json.dumps(side(args.side, str(args.folder), args.tokens, args.repeat)))
         return
     if not (args.folder / "config.json").is_file():  # in a subprocess, so torch's memory stays out of the figures
         subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(HERE)!r}); "
-                        f"import bench_forward as b; from pathlib import Path; b.build_checkpoint(Path({str(args.folder)!r}))"],
+                        f"import bench_forward as b; from pathlib import Path; b.build_checkpoint(Path({str(args.folder)!r}), {args.arch!r})"],
                        check=True)
     results = {}
     for kind in ("transformers", "tracer-all", "tracer-stats"):
@@ -100,7 +111,7 @@ def main() -> None:
                              check=True, capture_output=True, text=True, env=os.environ)
         results[kind] = json.loads(out.stdout.strip().splitlines()[-1])
     ref = results["transformers"]
-    print(f"GPT-2-small-sized random checkpoint, {args.tokens} tokens, median of {args.repeat} runs, float32")
+    print(f"{ARCHS[args.arch]}, {args.tokens} tokens, median of {args.repeat} runs, float32")
     print(f"{'side':<14} {'time s':>8} {'ratio':>6} {'peak MB':>8} {'ratio':>6} {'above base MB':>14}")
     for kind, r in results.items():
         print(f"{kind:<14} {r['median_s']:8.3f} {r['median_s'] / ref['median_s']:6.2f} {r['peak_mb']:8.0f} "

@@ -44,7 +44,10 @@ class Model:
 
     @property
     def max_positions(self) -> int | None:
-        return self.spec.max_positions or self.spec.extras.get("max_position_embeddings")
+        """The longest input the model allows: its position table, else the config's or the tokenizer's
+        declared maximum (T5's relative positions have no table; its tokenizer says 512)."""
+        return (self.spec.max_positions or self.spec.extras.get("max_position_embeddings")
+                or _tokenizer_max_length(self.folder))
 
     @property
     def route(self) -> str:
@@ -107,7 +110,7 @@ class Model:
                     raise TracerError("--decoder-text is empty")
                 rest = rows_from_text([text], self.tokenizer, special_tokens=False)[0][0]
                 row += [{**t, "pos": 1 + j} for j, t in enumerate(rest)]
-        check_length([row], self.spec.max_positions)
+        check_length([row], self.max_positions)
         inputs, tokens = pad_rows([row] * n_rows, self._pad_id(), "right", self.spec.position_rule)
         return inputs, tokens
 
@@ -190,6 +193,17 @@ class Model:
         if self.route == "encoder-decoder":
             meta["encoder_padding"] = bool((b.inputs.attention_mask == 0).any())
         return meta
+
+
+def _tokenizer_max_length(folder: Path) -> int | None:
+    """tokenizer_config.json's model_max_length, when it is a real limit (transformers writes 1e30 for "none")."""
+    import json
+
+    try:
+        value = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, (int, float)) and 0 < value < 10**7 else None
 
 
 def _fully_masked(keep: np.ndarray) -> list[list[int]]:
