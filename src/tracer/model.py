@@ -71,7 +71,7 @@ class Model:
         if positions not in POSITION_RULES:
             raise TracerError(f"--positions must be from-mask or index, not {positions!r}")
         if (decoder_text is not None or decoder_ids is not None) and self.route != "encoder-decoder":
-            raise TracerError(f"this is a {self.spec.route_text.split(',')[0]} model: it has no decoder input",
+            raise TracerError(f"this {self.spec.route_text.split(',')[0]} model has no decoder input",
                               hint="--decoder-text/--decoder-ids apply to encoder-decoder models (t5, bart)")
         if text is not None:
             rows, prompts = rows_from_text([text] if isinstance(text, str) else list(text), self.tokenizer, special_tokens, pair)
