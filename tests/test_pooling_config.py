@@ -33,6 +33,25 @@ def test_mode_and_normalize_are_read(tmp_path, key, mode):
     assert read_pooling(tmp_path) == PoolingSpec(mode, True, "modules.json")
 
 
+@pytest.mark.parametrize("given,mode", [("mean", "mean"), ("cls", "cls"), (["max"], "max"),
+                                        ("mean_sqrt_len_tokens", "mean_sqrt_len"), ("lasttoken", "lasttoken")])
+def test_sentence_transformers_6_layout(tmp_path, given, mode):
+    """sentence-transformers 6 writes one `pooling_mode` string and moved its module classes."""
+    modules = [{"path": "1_Pooling", "type": "sentence_transformers.sentence_transformer.modules.pooling.Pooling"},
+               {"path": "2_Normalize", "type": "sentence_transformers.base.modules.normalize.Normalize"}]
+    write(tmp_path, modules, {"embedding_dimension": 4, "pooling_mode": given, "include_prompt": True})
+    assert read_pooling(tmp_path) == PoolingSpec(mode, True, "modules.json")
+
+
+def test_unknown_or_several_modes_are_errors(tmp_path):
+    write(tmp_path, [{"path": "1_Pooling", "type": ST + "Pooling"}], {"pooling_mode": ["mean", "max"]})
+    with pytest.raises(TracerError, match="exactly one pooling mode"):
+        read_pooling(tmp_path)
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode": "median"}))
+    with pytest.raises(TracerError, match="unknown 'median'"):
+        read_pooling(tmp_path)
+
+
 def test_two_modes_or_a_missing_config_are_errors(tmp_path):
     modules = [{"path": "1_Pooling", "type": ST + "Pooling"}]
     write(tmp_path, modules, {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": True})
@@ -53,6 +72,10 @@ def test_pool_ignores_padding_and_normalises():
     mean = pool(x, mask, PoolingSpec("mean"))
     np.testing.assert_allclose(mean[1], x[1, :2].mean(0), rtol=1e-6)
     assert pool(x, mask, PoolingSpec("cls"))[1].tolist() == x[1, 0].tolist()
+    left = np.array([[1, 1, 1, 1, 1], [0, 0, 0, 1, 1]])
+    assert pool(x, left, PoolingSpec("cls"))[1].tolist() == x[1, 3].tolist(), "the first real token"
+    assert pool(x, mask, PoolingSpec("lasttoken"))[1].tolist() == x[1, 1].tolist(), "the last real token"
+    np.testing.assert_allclose(pool(x, mask, PoolingSpec("weightedmean"))[1], (x[1, 0] + 2 * x[1, 1]) / 3, rtol=1e-6)
     np.testing.assert_array_equal(pool(x, mask, PoolingSpec("max"))[1], x[1, :2].max(0))
     np.testing.assert_allclose(pool(x, mask, PoolingSpec("mean_sqrt_len"))[1], x[1, :2].sum(0) / np.sqrt(2), rtol=1e-6)
     unit = pool(x, mask, PoolingSpec("mean", normalize=True))

@@ -28,7 +28,7 @@ class RelativeBiasSpec:
 class PoolingSpec:
     """How an encoder without a head turns token vectors into one sentence vector."""
 
-    mode: str = "mean"  # mean | cls | max | mean_sqrt_len
+    mode: str = "mean"  # mean | cls | max | mean_sqrt_len | weightedmean | lasttoken
     normalize: bool = False  # L2-normalise the pooled vector
     source: str = "default"  # where the rule was read: "modules.json" or "default"
 

@@ -13,8 +13,12 @@ from pathlib import Path
 from tracer.arch.spec import PoolingSpec
 from tracer.errors import TracerError
 
-_MODES = (("pooling_mode_cls_token", "cls"), ("pooling_mode_mean_tokens", "mean"),
-          ("pooling_mode_max_tokens", "max"), ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"))
+# sentence-transformers < 6 writes one boolean per mode; 6 writes `"pooling_mode": "mean"` (or a list of modes).
+_LEGACY = (("pooling_mode_cls_token", "cls"), ("pooling_mode_mean_tokens", "mean"),
+           ("pooling_mode_max_tokens", "max"), ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
+           ("pooling_mode_weightedmean_tokens", "weightedmean"), ("pooling_mode_lasttoken", "lasttoken"))
+_NAMES = {"cls": "cls", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean_sqrt_len",
+          "weightedmean": "weightedmean", "lasttoken": "lasttoken"}
 
 
 def read_pooling(folder: Path) -> PoolingSpec:
@@ -32,12 +36,22 @@ def read_pooling(folder: Path) -> PoolingSpec:
     config = folder / str(pooling.get("path", "")) / "config.json"
     if not config.is_file():
         raise TracerError(f"{folder}: modules.json names a Pooling module at {pooling.get('path')!r} without a config.json")
-    cfg = _json(config)
-    modes = [mode for key, mode in _MODES if isinstance(cfg, dict) and cfg.get(key) is True]
-    if len(modes) != 1:
+    modes = _modes(_json(config))
+    if len(modes) != 1 or modes[0] not in _NAMES.values():
         raise TracerError(f"{config}: tracer supports exactly one pooling mode, the file enables {modes or 'none'}",
-                          hint="one of pooling_mode_mean_tokens, _cls_token, _max_tokens, _mean_sqrt_len_tokens")
+                          hint="pooling_mode: " + ", ".join(_NAMES))
     return PoolingSpec(mode=modes[0], normalize=normalize, source="modules.json")
+
+
+def _modes(cfg) -> list[str]:
+    """The pooling modes a Pooling config.json enables, in either sentence-transformers layout."""
+    if not isinstance(cfg, dict):
+        return []
+    if "pooling_mode" in cfg:
+        given = cfg["pooling_mode"]
+        given = [given] if isinstance(given, str) else given if isinstance(given, list) else []
+        return [_NAMES.get(m, f"unknown {m!r}") if isinstance(m, str) else f"unknown {m!r}" for m in given]
+    return [mode for key, mode in _LEGACY if cfg.get(key) is True]
 
 
 def _json(path: Path):

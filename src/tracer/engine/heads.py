@@ -33,10 +33,16 @@ def pool(x: np.ndarray, attention_mask: np.ndarray, pooling: PoolingSpec) -> np.
     """[batch, pos, d_model] -> [batch, d_model] over the real tokens, as sentence-transformers pools."""
     real = (attention_mask != 0)[..., None]  # [batch, pos, 1]
     count = np.maximum(real.sum(axis=1), 1).astype(x.dtype)  # [batch, 1]
-    if pooling.mode == "cls":
-        v = x[:, 0]
+    rows = np.arange(x.shape[0])
+    if pooling.mode == "cls":  # the first real token (left padding respected, as sentence-transformers 6)
+        v = x[rows, np.argmax(attention_mask != 0, axis=1)]
+    elif pooling.mode == "lasttoken":
+        v = x[rows, x.shape[1] - 1 - np.argmax((attention_mask != 0)[:, ::-1], axis=1)]
     elif pooling.mode == "max":
         v = np.where(real, x, -np.inf).max(axis=1).astype(x.dtype)
+    elif pooling.mode == "weightedmean":  # weights 1, 2, 3, ... from the first real token
+        w = (np.cumsum(attention_mask != 0, axis=1) * (attention_mask != 0)).astype(x.dtype)[..., None]
+        v = (x * w).sum(axis=1) / np.maximum(w.sum(axis=1), x.dtype.type(1e-9))
     else:
         v = np.where(real, x, 0).sum(axis=1) / (count if pooling.mode == "mean" else np.sqrt(count))
     if pooling.normalize:
@@ -45,6 +51,7 @@ def pool(x: np.ndarray, attention_mask: np.ndarray, pooling: PoolingSpec) -> np.
 
 
 def pool_op(pooling: PoolingSpec) -> str:
-    what = {"mean": "mean over real tokens", "cls": "the first token ([CLS])", "max": "max over real tokens",
-            "mean_sqrt_len": "sum over real tokens / sqrt(count)"}[pooling.mode]
+    what = {"mean": "mean over real tokens", "cls": "the first real token ([CLS])", "max": "max over real tokens",
+            "mean_sqrt_len": "sum over real tokens / sqrt(count)", "lasttoken": "the last real token",
+            "weightedmean": "mean weighted 1, 2, 3, ... over real tokens"}[pooling.mode]
     return what + (", L2-normalised" if pooling.normalize else "") + f" ({pooling.source})"

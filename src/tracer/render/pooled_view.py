@@ -9,8 +9,9 @@ from rich.text import Text
 
 from tracer.render.theme import DIM, calm, heading, heat_style, short
 
-MODES = {"mean": "the mean over real tokens", "cls": "the first token ([CLS])", "max": "the maximum over real tokens",
-         "mean_sqrt_len": "the sum over real tokens / sqrt(count)"}
+MODES = {"mean": "the mean over real tokens", "cls": "the first real token ([CLS])", "max": "the maximum over real tokens",
+         "mean_sqrt_len": "the sum over real tokens / sqrt(count)", "lasttoken": "the last real token",
+         "weightedmean": "the position-weighted mean (1, 2, 3, ...) over real tokens"}
 
 
 def render_pooled(p: dict, number: int = 6) -> Group:
