@@ -59,11 +59,12 @@ def attention(
     a = p + part + "."
     source = x if memory is None else memory
     src = "x" if memory is None else "encoder_out"
+    kv_axes = _BKPD if memory is None else ("batch", "kv_heads", "enc_pos", "d_head")
     q = rec(a + "q", split_heads(linear(x, W[a + "W_q"], W.get(a + "b_q")), spec.n_heads), _BHPD,
             affine_op("x", "q", W, a) + ", split into heads")
-    k = rec(a + "k", split_heads(linear(source, W[a + "W_k"], W.get(a + "b_k")), spec.n_kv_heads), _BKPD,
+    k = rec(a + "k", split_heads(linear(source, W[a + "W_k"], W.get(a + "b_k")), spec.n_kv_heads), kv_axes,
             affine_op(src, "k", W, a) + ", split into kv heads")
-    v = rec(a + "v", split_heads(linear(source, W[a + "W_v"], W.get(a + "b_v")), spec.n_kv_heads), _BKPD,
+    v = rec(a + "v", split_heads(linear(source, W[a + "W_v"], W.get(a + "b_v")), spec.n_kv_heads), kv_axes,
             affine_op(src, "v", W, a) + ", split into kv heads")
     if rope is not None:
         cos, sin = rope

@@ -53,11 +53,12 @@ def layer_masks(attention_mask: np.ndarray, spec: Spec) -> dict[int | None, Mask
 
 
 def record_inputs(inputs: ForwardInputs, spec: Spec, rec, prefix: str = "input.") -> None:
-    rec(prefix + "ids", inputs.ids, _BT, "token ids")
-    rec(prefix + "mask", inputs.attention_mask, _BT, "1 = real token, 0 = padding")
+    axes = ("batch", "dec_pos") if prefix == "input.decoder_" else _BT
+    rec(prefix + "ids", inputs.ids, axes, "token ids")
+    rec(prefix + "mask", inputs.attention_mask, axes, "1 = real token, 0 = padding")
     if spec.positions != "relative":
         rule = "0..n-1 (index; padding does not shift it)" if spec.position_rule == "index" else "cumsum(mask) - 1, pads 0"
-        rec(prefix + "positions", inputs.positions, _BT, rule)
+        rec(prefix + "positions", inputs.positions, axes, rule)
     if spec.token_types:
         rec(prefix + "token_types", inputs.token_types, _BT, "segment ids (0 = first text, 1 = second)")
 
