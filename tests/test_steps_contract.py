@@ -36,8 +36,14 @@ def test_recorded_steps_follow_the_catalogue(traces, family):
             if expected is not None:
                 assert size == expected, f"{s.name}: axis {axis} has size {size}"
         assert s.array is not None and s.array.shape == s.shape
-    blocks = [block_of(n) for n in t.names() if block_of(n) is not None]
-    assert blocks == sorted(blocks), "blocks must be recorded in execution order"
+    for stack in ("", "encoder.", "decoder."):  # each stack's blocks in order (the encoder's before the decoder's)
+        blocks = [block_of(n) for n in t.names() if block_of(n) is not None and n.startswith(stack) and
+                  (stack or not n.startswith(("encoder.", "decoder.")))]
+        assert blocks == sorted(blocks), f"{stack or 'the'} blocks must be recorded in execution order"
+    names = t.names()
+    if any(n.startswith("decoder.") for n in names):
+        assert max(i for i, n in enumerate(names) if n.startswith("encoder.")) < min(
+            i for i, n in enumerate(names) if n.startswith("decoder.")), "the encoder runs before the decoder"
 
 
 def test_every_documented_step_is_produced_by_some_family(traces):
