@@ -1,0 +1,37 @@
+"""The next token: top-k as bars, the target token when asked, entropy."""
+
+from __future__ import annotations
+
+from tracer.html.common import esc, fmt
+
+
+def _bar_row(e: dict, top: float, css: str = "") -> str:
+    width = 100.0 * e["prob"] / top if top > 0 else 0.0
+    return (f'<tr class="{css}"><td class="num">{e.get("rank", "")}</td><td class="piece">{esc(e["token"])}</td>'
+            f'<td class="num dim">{e["id"]}</td><td class="bar"><div class="fill" style="width:{width:.1f}%" '
+            f'title="{esc(fmt(e["prob"]))}"></div></td><td class="num">{fmt(e["prob"])}</td>'
+            f'<td class="num dim">{fmt(e.get("logit"))}</td><td class="num dim">{fmt(e.get("cum"))}</td></tr>')
+
+
+def section(report: dict):
+    dist, top_k = report.get("distribution"), report.get("top_k")
+    if dist is None and top_k is None:
+        return None
+    dist = dist or {}
+    if dist.get("missing"):
+        return "next token", f'<p class="note warn">{esc(dist["missing"])}</p>'
+    top = max((e["prob"] for e in top_k or []), default=0.0)
+    rows = [_bar_row(e, top) for e in top_k or []]
+    target = dist.get("target")
+    if target is not None:
+        rows.append(_bar_row(dict(target, cum=None), top, "target"))
+    head = (f'<p class="note">after position {dist.get("position")} <strong>{esc(dist.get("after", ""))}</strong>: '
+            f'entropy {fmt(dist.get("entropy_bits"), 3)} bits (perplexity {fmt(dist.get("perplexity"), 3)})</p>')
+    tnote = ""
+    if target is not None:
+        tnote = (f'<p class="note">target {esc(target.get("text") or target["token"])}: rank {target["rank"]}, '
+                 f'p {fmt(target["prob"])}{" · " + esc(target["note"]) if target.get("note") else ""}</p>')
+    table = ('<table class="bars"><thead><tr><th class="num">rank</th><th>token</th><th class="num">id</th><th>p</th>'
+             '<th class="num">prob</th><th class="num">logit</th><th class="num">cum</th></tr></thead>'
+             f'<tbody>{"".join(rows)}</tbody></table>')
+    return "next token", head + tnote + table
