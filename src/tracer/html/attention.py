@@ -5,6 +5,7 @@ from __future__ import annotations
 from tracer.html.common import esc, fmt
 from tracer.html.heatmap import heatmap_svg, legend
 
+GAMMA = 0.5  # colour = sqrt(weight): long rows spread thin weights that a linear scale leaves white
 OPEN_ALL_UP_TO = 4000  # cells: small pages open every layer, larger ones only the layer in focus
 
 
@@ -18,12 +19,12 @@ def head_map(layer: int, head: dict, blocked, labels: list[str], positions: list
     values = [[None if blocked and blocked[r][c] else w[r][c] for c in range(len(w[r]))] for r in range(len(w))]
 
     def tip(r, c, v):
-        where = f"layer {layer} head {head['head']}: query {positions[r]} {labels[r]} → key {positions[c]} {labels[c]}"
-        return f"{where}: blocked by the mask" if v is None else f"{where}: weight {v:.4f}"
+        where = f"q {positions[r]} {labels[r]} → k {positions[c]} {labels[c]}"
+        return f"{where}: blocked" if v is None else f"{where}: {v:.4f}"
 
     svg = heatmap_svg(values, labels, labels, tip=tip, row_index=positions, col_index=positions,
-                      caption=f"attention weights, layer {layer}, head {head['head']}",
-                      cell_text=lambda r, c, v: f"{v:.2f}",
+                      caption=f"layer {layer} head {head['head']}",
+                      cell_text=lambda r, c, v: f"{v:.2f}", gamma=GAMMA,
                       attrs={"data-layer": layer, "data-head": head["head"], "data-q": len(w), "data-k": len(w[0]) if w else 0})
     kv = f" · kv head {kv_head}" if kv_head is not None else ""
     return f'<div class="head"><div class="label">head {head["head"]}{kv}</div>{svg}</div>'
@@ -50,7 +51,7 @@ def section(report: dict):
     group = max(1, n_heads // n_kv)
     intro = ('<p class="note">Each heatmap is one head: row = query position (who is reading), column = key position '
              '(what it reads); colour = softmax weight, each real row sums to 1. Grey cells are blocked by the mask. '
-             'Hover a cell for its value.</p>' + legend(1.0, "attention weight"))
+             'Hover a cell for its value.</p>' + legend(1.0, "attention weight", GAMMA))
     if layers is None:  # a report from the screen only: its one layer
         if att.get("missing"):
             return "attention", intro + f'<p class="note">{esc(att["missing"])}</p>'

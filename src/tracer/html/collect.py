@@ -8,6 +8,8 @@ browser opens quickly. Long prompts show a window of positions: the first few
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tracer.report.lens_grid import lens_grid
@@ -15,7 +17,7 @@ from tracer.report.mask import mask_report
 
 MAX_SIDE = 48  # positions shown per heatmap axis
 HEAD_POSITIONS = 4  # always shown at the start of a long prompt
-MAX_CELLS = 60_000  # attention cells over all layers and heads
+MAX_CELLS = 40_000  # attention cells over all layers and heads (about 130 bytes each)
 
 
 def shown_positions(n: int, focus: int, cap: int = MAX_SIDE) -> list[int]:
@@ -25,6 +27,11 @@ def shown_positions(n: int, focus: int, cap: int = MAX_SIDE) -> list[int]:
     width = cap - HEAD_POSITIONS
     start = min(max(HEAD_POSITIONS, focus - width + 1), n - width)
     return list(range(HEAD_POSITIONS)) + list(range(start, start + width))
+
+
+def side_for(n_heads: int) -> int:
+    """Positions per axis, so that one layer of all heads fits the cell budget (at least 16)."""
+    return max(16, min(MAX_SIDE, math.isqrt(MAX_CELLS // max(1, n_heads))))
 
 
 def chosen_layers(n_layers: int, per_layer: int, first: int, budget: int = MAX_CELLS) -> list[int]:
@@ -82,7 +89,8 @@ def add_page_data(report: dict, trace, model=None, vocab=None, target_id: int | 
     spec = meta["model"]["spec"]
     row = report.get("batch_row", 0)
     n = len(report.get("tokens") or [])
-    positions = shown_positions(n, focus_position(report))
+    positions = shown_positions(n, focus_position(report), side_for(spec["n_heads"]))
+    report["page_positions"] = positions
     sections = report.get("sections") or []
     if "attention" in sections and n:
         first = (report.get("attention") or {}).get("layer", spec["n_layers"] - 1)

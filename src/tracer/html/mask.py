@@ -9,10 +9,9 @@ from tracer.html.heatmap import heatmap_svg
 
 def grid_map(name: str, grid, labels: list[str], positions: list[int]) -> str:
     values = [[1.0 if grid[q][k] else 0.0 for k in positions] for q in positions]
-    tip = lambda r, c, v: (f"{name}: query {positions[r]} {labels[r]} → key {positions[c]} {labels[c]}: "  # noqa: E731
-                           + ("attends" if v else "blocked"))
+    tip = lambda r, c, v: f"q {positions[r]} {labels[r]} → k {positions[c]} {labels[c]}: " + ("keep" if v else "blocked")  # noqa: E731
     return heatmap_svg(values, labels, labels, tip=tip, row_index=positions, col_index=positions, vmax=1.6,
-                       caption=f"mask grid {name}", cell_text=lambda r, c, v: "✓" if v else "·",
+                       caption=f"mask {name}", cell_text=lambda r, c, v: "✓" if v else "·",
                        attrs={"data-grid": name, "data-q": len(positions), "data-k": len(positions)})
 
 
@@ -22,7 +21,7 @@ def section(report: dict):
         return None
     tokens = report.get("tokens") or []
     n = len(tokens)
-    positions = shown_positions(n, focus_position(report))
+    positions = report.get("page_positions") or shown_positions(n, focus_position(report))
     labels = [tokens[p]["token"] for p in positions]
     parts = m.get("parts") or []
     lines = [f"layer {m.get('layer')} · {m.get('source', 'built')} · applied as {m.get('dtype')} "

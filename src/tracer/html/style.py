@@ -24,7 +24,8 @@ th, td { padding: 3px 10px; border-bottom: 1px solid var(--line); text-align: le
 th { font-weight: 600; background: var(--panel); }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.flow td.mono { white-space: nowrap; }
-table.flow td { font-size: 13px; }
+table.flow td { font-size: 12.5px; }
+table.flow td:nth-child(2) { min-width: 160px; max-width: 260px; }
 code, .mono { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "DejaVu Sans Mono", monospace; font-size: 12.5px; }
 .card { display: grid; grid-template-columns: max-content 1fr; gap: 2px 18px; }
 .card dt { color: var(--dim); }
@@ -38,6 +39,7 @@ details > .body { padding: 4px 10px; overflow-x: auto; }
 .head .label { font-size: 12px; color: var(--dim); }
 svg text { font-size: 11px; fill: var(--ink); }
 svg text.v { font-size: 10px; pointer-events: none; }
+svg.small text { font-size: 9.5px; }
 svg text.v.on-dark { fill: #ffffff; }
 svg rect.cell { stroke: #ffffff; stroke-width: 0.5; }
 svg rect.cell:hover { stroke: #e6550d; stroke-width: 2; }
@@ -76,7 +78,9 @@ SCRIPT = """
       var el = ev.target.closest('rect.cell, circle');
       if (!el) { return; }
       var t = el.querySelector('title');
-      if (t) { out.textContent = t.textContent; }
+      var svg = el.closest('svg');
+      var what = svg ? (svg.getAttribute('aria-label') || '') : '';
+      if (t) { out.textContent = (what ? what + ' · ' : '') + t.textContent; }
     });
   });
   var btn = document.getElementById('toggle-all');
@@ -88,5 +92,11 @@ SCRIPT = """
       btn.textContent = open ? 'fold all blocks' : 'open all blocks';
     });
   }
+  // What the browser laid out, for anyone checking the page: each drawn heatmap's size, and a ready mark.
+  document.querySelectorAll('svg.heatmap, svg.chart').forEach(function (svg) {
+    var box = svg.getBoundingClientRect();
+    svg.setAttribute('data-drawn', Math.round(box.width) + 'x' + Math.round(box.height));
+  });
+  document.documentElement.setAttribute('data-ready', String(document.querySelectorAll('svg.heatmap').length));
 })();
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tracer.html.common import esc
 
 OPEN_TABLE_UP_TO = 40  # longer prompts keep the table folded under the strip
+STRIP_UP_TO = 128  # longer prompts fold the strip too
 
 
 def _flags(t: dict) -> str:
@@ -35,5 +36,9 @@ def section(report: dict):
     if others:
         other = '<p class="note">other batch rows: ' + "; ".join(
             f'row {o["row"]}: {o["tokens"]} tokens, {o["pads"]} padding' for o in others) + "</p>"
-    return "tokens", (f'{note}<p class="strip">{strip}</p>{other}'
+    if len(tokens) > STRIP_UP_TO:
+        strip = f'<details><summary>all {len(tokens)} tokens in a row</summary><div class="body">{strip}</div></details>'
+    else:
+        strip = f'<p class="strip">{strip}</p>'
+    return "tokens", (f'{note}{strip}{other}'
                       f'<details{opened}><summary>{len(tokens)} tokens, one per row</summary><div class="body">{table}</div></details>')
