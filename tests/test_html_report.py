@@ -228,3 +228,15 @@ def test_diff_page_direct_from_json_escapes_step_names():
     assert "x<y" not in page and "<a>" not in page
     tree, errors = parse(page)
     assert errors == [] and "x<y" in tree.text()
+
+
+def test_deep_models_keep_the_page_within_the_cell_budget():
+    from tracer.html.collect import MAX_CELLS, chosen_layers, side_for
+
+    assert chosen_layers(3, 4 * 16, 2) == [0, 1, 2]
+    side = side_for(32)
+    assert 16 <= side < MAX_SIDE and 32 * side * side <= MAX_CELLS
+    picked = chosen_layers(40, 8 * 48 * 48, 17)
+    assert 17 in picked and 1 < len(picked) < 40
+    assert len(picked) * 8 * 48 * 48 <= MAX_CELLS
+    assert chosen_layers(40, 64 * 48 * 48, 39) == [39]  # one layer over budget: still the one in focus

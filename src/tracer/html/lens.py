@@ -62,7 +62,7 @@ def section(report: dict):
     elif grid is not None and grid.get("missing"):
         parts.append(f'<p class="note warn">{esc(grid["missing"])}</p>')
     if lens is not None:
-        if lens.get("missing"):
+        if lens.get("missing") and not (grid or {}).get("missing"):
             parts.append(f'<p class="note warn">{esc(lens["missing"])}</p>')
         parts.append(focus_table(lens))
     return "logit lens", "".join(parts)
