@@ -61,7 +61,9 @@ def report(
     if only:
         sections = resolve_sections(only, lens=False, values=False, steps_filter=False)
     else:
-        sections = DEFAULT_SECTIONS + (("lens",) if m is not None else ())
+        spec = trace.meta["model"]["spec"]
+        has_lens = m is not None and spec.get("head", "lm") == "lm"  # a decoder stack read through an LM head
+        sections = DEFAULT_SECTIONS + (("lens",) if has_lens else ())
     options = RunOptions(batch_row=batch_row, top_k=top_k, position=position, layer=layer, sections=sections)
     vocab = vocab_lookup(m.tokenizer if m is not None else None)
     report_data = build_report(trace, options, vocab=vocab, model=m)

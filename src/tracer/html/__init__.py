@@ -8,7 +8,7 @@ shown as its data, folded, so a newer report never breaks the page.
 
 from __future__ import annotations
 
-from tracer.html import attention, card, distribution, flow, lens, mask, tokens, values
+from tracer.html import attention, card, distribution, flow, lens, mask, pooled, tokens, values
 from tracer.html.page import build_sections, document
 
 RUN_SECTIONS = {
@@ -19,6 +19,7 @@ RUN_SECTIONS = {
     "mask": mask.section,
     "attention": attention.section,
     "top_k": distribution.section,
+    "pooled": pooled.section,
     "lens": lens.section,
 }
 

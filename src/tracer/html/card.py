@@ -8,7 +8,7 @@ CARD_ROWS = (("name", "name"), ("family", "family"), ("route", "route"), ("param
              ("layers", "n_layers"), ("d_model", "d_model"), ("heads", "n_heads"), ("kv heads", "n_kv_heads"),
              ("d_head", "d_head"), ("d_ff", "d_ff"), ("vocabulary", "vocab"), ("attention", "attention"),
              ("positions", "positions"), ("norm", "norm"), ("MLP", "mlp"), ("residual", "residual"),
-             ("tied embeddings", "tied_embeddings"), ("weights stored as", "weight_dtype"),
+             ("tied embeddings", "tied_embeddings"), ("output", "head"), ("weights stored as", "weight_dtype"),
              ("computed in", "compute_dtype"))
 
 
@@ -35,4 +35,8 @@ def section(report: dict):
             continue
         text = "yes" if value is True else "no" if value is False else value if isinstance(value, str) else fmt(value)
         rows.append(f"<dt>{esc(label)}</dt><dd>{esc(text)}</dd>")
+    enc = card.get("encoder")
+    if enc:
+        text = ", ".join(f"{k.replace('n_', '')} {v}" for k, v in enc.items() if v is not None)
+        rows.append(f"<dt>encoder stack</dt><dd>{esc(text)}</dd>")
     return "model", f'<dl class="card">{"".join(rows)}</dl>'

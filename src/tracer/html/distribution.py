@@ -17,15 +17,23 @@ def section(report: dict):
     dist, top_k = report.get("distribution"), report.get("top_k")
     if dist is None and top_k is None:
         return None
-    dist = dist or {}
+    fills = report.get("fills")
+    if fills:  # a masked LM: one table per mask token
+        return "masked tokens", "".join(bars(f.get("distribution") or {}, f.get("top_k")) for f in fills)
+    title = "masked token" if (dist or {}).get("kind") == "fill" else "next token"
+    return title, bars(dist or {}, top_k)
+
+
+def bars(dist: dict, top_k) -> str:
     if dist.get("missing"):
-        return "next token", f'<p class="note warn">{esc(dist["missing"])}</p>'
+        return f'<p class="note warn">{esc(dist["missing"])}</p>'
     top = max((e["prob"] for e in top_k or []), default=0.0)
     rows = [_bar_row(e, top) for e in top_k or []]
     target = dist.get("target")
     if target is not None:
         rows.append(_bar_row(dict(target, cum=None), top, "target"))
-    head = (f'<p class="note">after position {dist.get("position")} <strong>{esc(dist.get("after", ""))}</strong>: '
+    where = "in place of" if dist.get("kind") == "fill" else "after"
+    head = (f'<p class="note">{where} position {dist.get("position")} <strong>{esc(dist.get("after", ""))}</strong>: '
             f'entropy {fmt(dist.get("entropy_bits"), 3)} bits (perplexity {fmt(dist.get("perplexity"), 3)})</p>')
     tnote = ""
     if target is not None:
@@ -34,4 +42,4 @@ def section(report: dict):
     table = ('<table class="bars"><thead><tr><th class="num">rank</th><th>token</th><th class="num">id</th><th>p</th>'
              '<th class="num">prob</th><th class="num">logit</th><th class="num">cum</th></tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table>')
-    return "next token", head + tnote + table
+    return head + tnote + table

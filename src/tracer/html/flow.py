@@ -27,8 +27,14 @@ def _inputs(r: dict) -> str:
     return "<br>".join(parts)
 
 
+def local_name(r: dict) -> str:
+    """Inside a block the `blocks.i.` prefix (and the stack's) is the group label, so rows show the rest."""
+    marker = f"blocks.{r.get('block')}."
+    return r["name"].split(marker, 1)[1] if marker in r["name"] else r["name"]
+
+
 def _row(r: dict, compute_dtype, local: bool) -> str:
-    name = r["name"].split(".", 2)[2] if local and r.get("block") is not None else r["name"]
+    name = local_name(r) if local and r.get("block") is not None else r["name"]
     kept = "" if r.get("kept", True) else ' <span class="pill">stats only</span>'
     dtype = "" if r.get("dtype") == compute_dtype else f' <span class="dim">{esc(r.get("dtype"))}</span>'
     return (f'<tr><td class="mono" title="{esc(r["name"])}">{esc(name)}{kept}</td><td>{esc(r.get("op", ""))}</td>'
@@ -43,12 +49,13 @@ def _table(rows: list[dict], compute_dtype, local: bool) -> str:
     return f'<table class="flow"><thead>{HEAD}</thead><tbody>{"".join(_row(r, compute_dtype, local) for r in rows)}</tbody></table>'
 
 
-def _block_summary(block: int, rows: list[dict]) -> str:
+def _block_summary(key: tuple, rows: list[dict]) -> str:
+    stack, block = key
     last = rows[-1]
     bad = [r["name"] for r in rows if (r.get("stats") or {}).get("nan")
            or ((r.get("stats") or {}).get("inf") and not r["name"].endswith("masked_scores"))]
     warn = f' <span class="warn">non-finite values in {esc(", ".join(bad))}</span>' if bad else ""
-    return (f"block {block} · {len(rows)} steps · leaves as {esc(last['name'].split('.', 2)[-1])} "
+    return (f"{esc(stack + ' ' if stack else '')}block {block} · {len(rows)} steps · leaves as {esc(local_name(last))} "
             f'<span class="mono dim">{esc(named_shape(last.get("axes"), last.get("shape")))}</span>{warn}')
 
 
@@ -72,7 +79,7 @@ def section(report: dict):
 
     def flush_block():
         if group:
-            opened = " open" if current in full else ""
+            opened = " open" if current[1] in full else ""
             parts.append(f'<details class="block"{opened}><summary>{_block_summary(current, group)}</summary>'
                          f'<div class="body">{_table(group, dtype, True)}</div></details>')
             group.clear()
@@ -83,6 +90,7 @@ def section(report: dict):
             flush_block()
             outer.append(r)
             continue
+        b = (r.get("stack") or "", b)
         if b != current:
             flush_block()
             flush_outer()

@@ -11,7 +11,7 @@ def _layer_name(label: str) -> str:
 
 
 def grid_map(report: dict, grid: dict) -> str:
-    tokens = report.get("tokens") or []
+    tokens = report.get(grid.get("tokens", "tokens")) or []
     positions = grid["positions"]
     labels = [tokens[p]["token"] if p < len(tokens) else "" for p in positions]
     layers = grid["layers"]
@@ -54,7 +54,7 @@ def section(report: dict):
              'position; the text is the layer\'s own top token. Hover for details.</p>')
     parts = [intro]
     if grid is not None and grid.get("layers"):
-        n = len(report.get("tokens") or [])
+        n = len(report.get(grid.get("tokens", "tokens")) or [])
         if len(grid["positions"]) < n:
             parts.append(f'<p class="note warn">{n} positions: showing {len(grid["positions"])} of them</p>')
         parts.append(legend(1.0, "p(final answer)"))

@@ -14,12 +14,19 @@ from tracer.lens import lens_logits, rank_of, residual_steps
 from tracer.report.distribution import distribution_at, vocab_entry
 
 
-def lens_grid(trace, model, row: int, positions: list[int], vocab, target_id: int | None = None) -> dict:
-    """{"positions", "layers": [{"layer", "step", "cells": [...]}], "final_top": [...]}, or {"missing": why}."""
-    out: dict = {"positions": list(positions), "layers": [], "target": None}
+def lens_grid(trace, model, row: int, positions: list[int], vocab, target_id: int | None = None,
+              tokens_key: str = "tokens") -> dict:
+    """{"positions", "layers": [{"layer", "step", "cells": [...]}], "final_top": [...]}, or {"missing": why}.
+
+    positions index `tokens_key` ("decoder_tokens" for an encoder-decoder model, whose decoder the lens reads)."""
+    out: dict = {"positions": list(positions), "tokens": tokens_key, "layers": [], "target": None}
     if model is None:
         out["missing"] = "the logit lens needs the model's weights (tracer report --model DIR)"
         return out
+    if getattr(model.spec, "head", "lm") != "lm":
+        out["missing"] = "the logit lens reads a decoder stack through the LM head; this model has none"
+        return out
+    prefix = "decoder." if getattr(model.spec, "route", "decoder") == "encoder-decoder" else ""
     finals = []
     for p in positions:
         probs, _, missing = distribution_at(trace, row, p)
@@ -31,13 +38,13 @@ def lens_grid(trace, model, row: int, positions: list[int], vocab, target_id: in
     if target_id is not None:
         out["target"] = vocab_entry(target_id, vocab)
     idx = np.asarray(positions, dtype=np.int64)
-    for label, name in residual_steps(model.spec.n_layers):
+    for label, name in residual_steps(model.spec.n_layers, prefix):
         if name not in trace or not trace.step(name).kept:
             out["missing"] = f"{name} was kept as statistics only; add --keep embed.out --keep '*.resid_post'"
             out["layers"] = []
             return out
         resid = trace[name][row][idx][None]  # [1, n, d_model]
-        probs = softmax(lens_logits(resid, model.weights, model.spec).astype(np.float64))[0]  # [n, vocab]
+        probs = softmax(lens_logits(resid, model.weights, model.spec, prefix).astype(np.float64))[0]  # [n, vocab]
         cells = []
         for k, final in enumerate(finals):
             top = int(np.argmax(probs[k]))
