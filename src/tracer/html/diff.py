@@ -38,11 +38,13 @@ def block_starts(steps: list[dict]) -> list[tuple[int, str]]:
     out, seen = [], set()
     for x, s in enumerate(steps):
         b = s.get("block")
-        key = b if b is not None else s["name"].split(".")[0]
+        stack = s["name"].split(".")[0] if s["name"].startswith(("encoder.", "decoder.")) else ""
+        key = (stack, b) if b is not None else s["name"].rsplit(".", 1)[0] if stack else s["name"].split(".")[0]
         if key in seen:
             continue
         seen.add(key)
-        out.append((x, f"block {b}" if b is not None else key))
+        label = f"{stack + ' ' if stack else ''}block {b}" if b is not None else (key if isinstance(key, str) else "")
+        out.append((x, label))
     return out
 
 

@@ -23,11 +23,12 @@ table { border-collapse: collapse; margin: 6px 0; }
 th, td { padding: 3px 10px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
 th { font-weight: 600; background: var(--panel); }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-table.flow td.mono { white-space: nowrap; }
+table.flow td:nth-child(1), table.flow td:nth-child(4) { white-space: nowrap; }
+table.flow td:nth-child(5) { min-width: 190px; }
 table.flow td { font-size: 12.5px; }
 table.flow td:nth-child(2) { min-width: 160px; max-width: 260px; }
 code, .mono { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "DejaVu Sans Mono", monospace; font-size: 12.5px; }
-.card { display: grid; grid-template-columns: max-content 1fr; gap: 2px 18px; }
+.card { display: grid; grid-template-columns: max-content minmax(180px, 1fr) max-content minmax(180px, 1fr); gap: 2px 18px; max-width: 1100px; }
 .card dt { color: var(--dim); }
 .card dd { margin: 0; }
 details { margin: 4px 0; border: 1px solid var(--line); border-radius: 4px; background: #fff; }
