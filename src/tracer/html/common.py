@@ -29,6 +29,20 @@ def fmt(x, digits: int = 4) -> str:
     return f"{x:.{max(1, digits - 2)}e}"
 
 
+def uniform(values, decimals: int = 3) -> list[str]:
+    """One format for a whole column: fixed decimals when every value reads well that way, else scientific."""
+    finite = [abs(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    nonzero = [v for v in finite if v]
+    fixed = not nonzero or (min(nonzero) >= 10 ** -decimals and max(nonzero) < 1e6)
+    out = []
+    for v in values:
+        if v is None or isinstance(v, str) or not math.isfinite(v):
+            out.append(fmt(v))
+        else:
+            out.append(f"{v:.{decimals}f}" if fixed else f"{v:.{max(1, decimals - 1)}e}")
+    return out
+
+
 def text_width(text: str, size: float = 11.0) -> float:
     """Rough rendered width in px of a label: wide (CJK) characters take a full em, others about 0.6 em."""
     return sum(size if unicodedata.east_asian_width(ch) in ("W", "F") else 0.62 * size for ch in text)

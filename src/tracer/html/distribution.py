@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from tracer.html.common import esc, fmt
+from tracer.html.common import esc, fmt, uniform
 
 
-def _bar_row(e: dict, top: float, css: str = "") -> str:
+def _bar_row(e: dict, top: float, texts: tuple[str, str, str], css: str = "") -> str:
     width = 100.0 * e["prob"] / top if top > 0 else 0.0
+    prob, logit, cum = texts
     return (f'<tr class="{css}"><td class="num">{e.get("rank", "")}</td><td class="piece">{esc(e["token"])}</td>'
             f'<td class="num dim">{e["id"]}</td><td class="bar"><div class="fill" style="width:{width:.1f}%" '
-            f'title="{esc(fmt(e["prob"]))}"></div></td><td class="num">{fmt(e["prob"])}</td>'
-            f'<td class="num dim">{fmt(e.get("logit"))}</td><td class="num dim">{fmt(e.get("cum"))}</td></tr>')
+            f'title="{esc(prob)}"></div></td><td class="num">{esc(prob)}</td>'
+            f'<td class="num dim">{esc(logit)}</td><td class="num dim">{esc(cum)}</td></tr>')
 
 
 def section(report: dict):
@@ -28,10 +29,11 @@ def bars(dist: dict, top_k) -> str:
     if dist.get("missing"):
         return f'<p class="note warn">{esc(dist["missing"])}</p>'
     top = max((e["prob"] for e in top_k or []), default=0.0)
-    rows = [_bar_row(e, top) for e in top_k or []]
     target = dist.get("target")
-    if target is not None:
-        rows.append(_bar_row(dict(target, cum=None), top, "target"))
+    entries = list(top_k or []) + ([dict(target, cum=None)] if target is not None else [])
+    columns = [uniform([e.get(k) for e in entries], 4 if k != "logit" else 2) for k in ("prob", "logit", "cum")]
+    rows = [_bar_row(e, top, (columns[0][i], columns[1][i], columns[2][i]), "target" if target is not None and i == len(entries) - 1 else "")
+            for i, e in enumerate(entries)]
     where = "in place of" if dist.get("kind") == "fill" else "after"
     head = (f'<p class="note">{where} position {dist.get("position")} <strong>{esc(dist.get("after", ""))}</strong>: '
             f'entropy {fmt(dist.get("entropy_bits"), 3)} bits (perplexity {fmt(dist.get("perplexity"), 3)})</p>')
