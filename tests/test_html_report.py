@@ -240,3 +240,15 @@ def test_deep_models_keep_the_page_within_the_cell_budget():
     assert 17 in picked and 1 < len(picked) < 40
     assert len(picked) * 8 * 48 * 48 <= MAX_CELLS
     assert chosen_layers(40, 64 * 48 * 48, 39) == [39]  # one layer over budget: still the one in focus
+
+
+def test_values_are_tables_with_absolute_indices_and_one_number_format(shipped):
+    _, tree, report = page_for(shipped, "春天来", sections=("values",), steps=("embed.out", "logits"))
+    tables = tree.find_all("table", cls="values")
+    assert len(tables) == 2
+    heads = [th.text() for th in tables[1].find_all("thead")[0].find_all("th")]
+    assert heads[1:4] == ["0", "1", "2"] and heads[-1] == "1279" and "…" in heads  # vocab elided, indices kept
+    for table in tables:
+        cells = [td.text() for td in table.find_all("td", cls="num")]
+        styles = {("e" in c, len(c.split(".")[1].split("e")[0])) for c in cells}
+        assert len(styles) == 1, styles
