@@ -66,3 +66,18 @@ def test_masked_lm_page_and_pooled_vector_page(tmp_path, checkpoints):
     pooled = tree.find_all("section", data_section="pooled")[0]
     cosine = pooled.find_all("svg", data_cosine="2")[0]
     assert len(cosine.find_all("rect", cls="cell")) == 4
+
+
+def test_report_of_a_transformers_capture_needs_and_uses_the_model(tmp_path):
+    from conftest import model_dir
+
+    trace, out = tmp_path / "cap.safetensors", tmp_path / "cap.html"
+    result = runner.invoke(app, ["capture", str(model_dir("llama")), "Hello there", "-o", str(trace)])
+    assert result.exit_code == 0, result.output
+    bare = runner.invoke(app, ["report", str(trace), "-o", str(out)])
+    assert bare.exit_code == 2 and "--model" in bare.output
+    result = runner.invoke(app, ["report", str(trace), "-o", str(out), "--model", str(model_dir("llama"))])
+    assert result.exit_code == 0, result.output
+    tree, errors = parse(out.read_text(encoding="utf-8"))
+    assert errors == [] and len([s for s in tree.find_all("svg", cls="heatmap") if "data-layer" in s.attrs]) == 2 * 4
+    assert tree.find_all("svg", data_lens="1")

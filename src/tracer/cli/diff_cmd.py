@@ -35,7 +35,7 @@ Examples:
 
   tracer diff ref.safetensors tl-cache.safetensors --names tl --json
 
-  tracer diff model-v1/ model-v2/ "春天来" --export-html diff.html   # the error profile as a chart
+  tracer diff model-v1/ model-v2/ "春天来" --export-html diff.html
 """
 
 

@@ -19,9 +19,11 @@ The lens and token names need the model: --model DIR, or nothing for a trace of 
 
 Examples:
 
-  tracer run "春天来" --save t.safetensors && tracer report t.safetensors -o t.html
+  tracer run "春天来" --save t.safetensors
 
-  tracer report t.safetensors -o t.html --model DIR --position 2 --top-k 20
+  tracer report t.safetensors -o t.html
+
+  tracer report t.safetensors -o t.html --model DIR --position 2
 
   tracer report t.safetensors -o t.html --only attention,mask
 """
