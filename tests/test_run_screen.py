@@ -46,12 +46,12 @@ def test_narrow_terminal_keeps_every_line_within_the_width(columns):
     assert all(re.search(r"\d\.\d{3}|\de-\d\d", line) for line in ranks)
 
 
-def test_export_html_writes_the_screen_as_a_page(tmp_path):
+def test_export_html_writes_a_report_page(tmp_path):
     page = tmp_path / "run.html"
     out = invoke("春天来", "--model", model_dir("llama"), "--export-html", page)
     html = page.read_text(encoding="utf-8")
     assert html.lstrip().lower().startswith("<!doctype html") and "</html>" in html
-    for text in ("Shape flow", "Next token", "&lt;e6 98&gt;"):
+    for text in ("shape flow", "next token", "&lt;e6 98&gt;", '<svg class="heatmap'):
         assert text in html, text
     assert "Shape flow" in out  # the screen is still printed
 
@@ -62,7 +62,7 @@ def test_export_html_with_json_keeps_stdout_pure_json(tmp_path):
     page = tmp_path / "run.html"
     out = invoke("春天来", "--model", model_dir("llama"), "--json", "--export-html", page)
     json.loads(out)
-    assert "Attention" in page.read_text(encoding="utf-8")
+    assert 'data-section="attention"' in page.read_text(encoding="utf-8")
 
 
 def test_ids_without_a_tokenizer_say_so():

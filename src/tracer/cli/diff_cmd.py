@@ -34,6 +34,8 @@ Examples:
   tracer diff ref.safetensors port-dump.safetensors --names hf
 
   tracer diff ref.safetensors tl-cache.safetensors --names tl --json
+
+  tracer diff model-v1/ model-v2/ "春天来" --export-html diff.html
 """
 
 
@@ -55,6 +57,7 @@ def diff(
     show_all: bool = typer.Option(False, "--all", help="Show every step in the table."),
     top_k: int = typer.Option(5, "--top-k", help="k of the top-k overlap on logits and probs."),
     dtype: str = typer.Option("float32", "--dtype", help="Compute dtype when running checkpoint folders: float32 or float64."),
+    export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML page: the per-step error profile on a log scale with the first divergence marked, and the tables."),
 ):
     from tracer.diff import diff_traces, report_json
     from tracer.render.diff_view import render_diff
@@ -75,6 +78,11 @@ def diff(
         raise nothing_compared(sides.ref, sides.mine, names)
     if sides.models is not None:
         add_folder_extras(report, sides, a, b)
+    if export_html is not None:
+        from tracer.cli.run_cmd import write_text
+        from tracer.html import diff_page
+
+        write_text(export_html, diff_page(report_json(report)))
     if as_json:
         sys.stdout.write(json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n")
     else:

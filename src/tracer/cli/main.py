@@ -13,6 +13,7 @@ app = typer.Typer(
         "Examples:\n\n"
         "  tracer run \"春天来\"                      # the shipped model, the whole story\n\n"
         "  tracer run \"Hello\" --model DIR --save t.safetensors\n\n"
+        "  tracer report t.safetensors -o t.html     # a self-contained HTML report\n\n"
         "  tracer diff ref.safetensors mine.safetensors\n\n"
         "  tracer mask --convention torch-mha-bool --mask \"[[0,1],[0,0]]@bool\" --scores 1,1,2,2"
     ),
@@ -37,9 +38,9 @@ def _root(
 
 
 def _register_commands() -> None:
-    from tracer.cli import capture_cmd, diff_cmd, mask_cmd, run_cmd, steps_cmd
+    from tracer.cli import capture_cmd, diff_cmd, mask_cmd, report_cmd, run_cmd, steps_cmd
 
-    for module in (run_cmd, diff_cmd, mask_cmd, capture_cmd, steps_cmd):
+    for module in (run_cmd, report_cmd, diff_cmd, mask_cmd, capture_cmd, steps_cmd):
         module.register(app)
 
 

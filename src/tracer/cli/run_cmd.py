@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import List, Optional
@@ -79,7 +78,7 @@ def run(
     stack: Optional[str] = typer.Option(None, "--stack", help="Encoder-decoder: which stack the mask and attention views show: encoder or decoder (default)."),
     attn: Optional[str] = typer.Option(None, "--attn", help="Encoder-decoder: self or cross attention in the attention view (default: cross for the decoder)."),
     as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs."),
-    export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write the screen as a standalone HTML page."),
+    export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML report of the chosen sections (every layer's attention as heatmaps, the lens over positions); opens offline."),
 ):
     from tracer.api import load_model
     from tracer.default_model import default_model_path
@@ -119,20 +118,34 @@ def run(
         if read is not None:
             data["mask_input"] = read.to_json()
         print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
-    if as_json and export_html is None:
-        return
-    console = make_console(record=export_html is not None)
+    if export_html is not None:
+        write_run_page(export_html, report, trace, m, vocab_lookup(m.tokenizer), target_id)
     if as_json:
-        console.file = io.StringIO()  # the page is still recorded; stdout carries only the JSON
+        return
+    console = make_console()
     if trace.meta["reduced_to_stats"]:
         console.print(f"[dim]note: a long input: {', '.join(trace.meta['reduced_to_stats'])} kept as statistics only "
                       "to stay under 2 GiB (--keep '*' keeps everything)[/]")
     if read is not None:
         show_mask_input(console, read, [t["token"] for t in report["tokens"]])
     show(console, report)
-    if export_html is not None:
-        export_html.parent.mkdir(parents=True, exist_ok=True)
-        console.save_html(str(export_html))
+
+
+def write_run_page(path: Path, report: dict, trace, model, vocab, target_id: int | None = None) -> None:
+    """The HTML report of a run: the report's sections, every layer's attention, the lens over positions."""
+    from tracer.html import run_page
+    from tracer.html.collect import add_page_data
+
+    page = run_page(add_page_data(dict(report), trace, model, vocab, target_id))
+    write_text(path, page)
+
+
+def write_text(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except IsADirectoryError:
+        raise TracerError(f"{path} is a folder; give a file name such as report.html") from None
 
 
 def show(console, report: dict) -> None:
