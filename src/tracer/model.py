@@ -118,8 +118,9 @@ class Model:
             keep: Sequence[str] | None = None, pad_side: str = "right", special_tokens: bool = True,
             mask_override: MaskOverride | None = None, pair: str | None = None,
             token_types: Sequence[Sequence[int]] | None = None, decoder_text: str | None = None,
-            decoder_ids: Sequence[int] | None = None, positions: str = "auto") -> Trace:
+            decoder_ids: Sequence[int] | None = None, positions: str = "auto", clock=None) -> Trace:
         """keep: globs of steps kept whole; None keeps everything that fits DEFAULT_BUDGET (see keep_policy).
+        clock (e.g. time.perf_counter): time each step (Step.seconds), for `tracer run --cost`.
         The other arguments are those of `batch`."""
         b = self.batch(text, ids, pad_side, special_tokens, pair, token_types, decoder_text, decoder_ids, positions)
         main = b.inputs.decoder or b.inputs  # the stack whose self-attention the masks describe
@@ -128,7 +129,7 @@ class Model:
             itemsize = self.weights["embed.W_E"].dtype.itemsize
             keep, reduced = auto_keep(self.spec, *b.inputs.ids.shape, itemsize)
         override = self._checked_override(mask_override, b) if mask_override is not None else None
-        rec = Recorder(keep, hf_module=lambda name: hf_module(self.family, name))
+        rec = Recorder(keep, hf_module=lambda name: hf_module(self.family, name), clock=clock)
         with np.errstate(over="ignore", under="ignore"):
             # built once: the forward applies them, the meta describes them (an override replaces them)
             masks = layer_masks(main.attention_mask, self.spec) if override is None else {}

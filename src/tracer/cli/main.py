@@ -38,9 +38,9 @@ def _root(
 
 
 def _register_commands() -> None:
-    from tracer.cli import capture_cmd, diff_cmd, mask_cmd, report_cmd, run_cmd, steps_cmd
+    from tracer.cli import capture_cmd, cost_cmd, diff_cmd, mask_cmd, report_cmd, run_cmd, steps_cmd
 
-    for module in (run_cmd, report_cmd, diff_cmd, mask_cmd, capture_cmd, steps_cmd):
+    for module in (run_cmd, report_cmd, diff_cmd, mask_cmd, capture_cmd, steps_cmd, cost_cmd):
         module.register(app)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -66,7 +67,8 @@ def run(
     all_steps: bool = typer.Option(False, "--all", help="Unfold every block in the shape flow."),
     lens: bool = typer.Option(False, "--lens", help="Add the logit lens: each layer's residual read through the final norm and head."),
     values: bool = typer.Option(False, "--values", help="Add elided values (first and last few along each axis) of the selected steps."),
-    only: Optional[List[str]] = typer.Option(None, "--only", help="Show only these sections: model, tokens, steps, values, mask, attention, top_k, lens."),
+    cost: bool = typer.Option(False, "--cost", help="Add the measured time of each step beside its FLOPs, so the slow steps stand out (see tracer cost)."),
+    only: Optional[List[str]] = typer.Option(None, "--only", help="Show only these sections: model, tokens, steps, values, mask, attention, top_k, lens, cost."),
     batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the tokens, mask, attention and distribution show."),
     mask: Optional[str] = typer.Option(None, "--mask", help="Run with this mask instead of the one tracer builds: a literal, FILE.npy or FILE.npz:KEY, read in --mask-convention (see tracer mask)."),
     mask_convention: Optional[str] = typer.Option(None, "--mask-convention", help="The convention --mask is written in, e.g. hf-2d, torch-sdpa-bool, torch-mha-bool (tracer mask --list)."),
@@ -96,7 +98,7 @@ def run(
         batch_row=batch_row, top_k=top_k, position=position, target_id=target_id, target_text=target,
         target_note=target_note, layer=layer, head=head, layers=parse_layers(layers, m.spec.n_layers),
         steps=tuple(steps or ()), all_steps=all_steps,
-        sections=resolve_sections(only, lens, values, steps_filter=bool(steps)), stack=stack, attn=attn,
+        sections=resolve_sections(only, lens, values, steps_filter=bool(steps), cost=cost), stack=stack, attn=attn,
     )
     route = dict(pair=pair, token_types=[parse_int_list(t, "--token-types") for t in token_types] if token_types else None,
                  decoder_text=decoder_text, decoder_ids=parse_int_list(decoder_ids, "--decoder-ids") if decoder_ids else None,
@@ -106,7 +108,8 @@ def run(
         batch = m.batch(prompts or None, id_rows, pad_side, not no_special_tokens, **route)
         read = read_mask(mask, mask_convention, batch.inputs.ids.shape, m.spec.n_heads, dtype)
     trace = m.run(text=prompts or None, ids=id_rows, keep=tuple(keep) if keep else None, pad_side=pad_side,
-                  special_tokens=not no_special_tokens, mask_override=mask_override(read) if read else None, **route)
+                  special_tokens=not no_special_tokens, mask_override=mask_override(read) if read else None, **route,
+                  clock=time.perf_counter if "cost" in options.sections else None)
     if read is not None:
         trace.meta["mask"]["read"] = {"convention": read.convention, "steps": [st.line() for st in read.steps],
                                       "warnings": [w.to_json() for w in read.warnings]}
@@ -151,6 +154,7 @@ def write_text(path: Path, text: str) -> None:
 def show(console, report: dict) -> None:
     """Print the chosen sections in story order, numbered as they appear."""
     from tracer.render.attention_view import render_attention
+    from tracer.render.cost_view import render_measured
     from tracer.render.distribution_view import render_distribution, render_lens
     from tracer.render.model_card import render_model_card
     from tracer.render.shape_flow import render_shape_flow
@@ -171,6 +175,7 @@ def show(console, report: dict) -> None:
         "top_k": lambda n: render_distribution(report, n),
         "pooled": lambda n: render_pooled(report["pooled"], n),
         "lens": lambda n: render_lens(report["lens"], n),
+        "cost": lambda n: render_measured(report["cost"], n),
     }
     for n, section in enumerate(report["sections"], start=1):
         if n > 1:

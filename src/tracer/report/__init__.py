@@ -88,6 +88,10 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
             final_top = dist["top_k"][0]["id"] if dist["top_k"] else None
             report["lens"] = (lens_report(trace, model, row, positions[0], final_top, vocab) if final_top is not None
                               else {"layers": [], "missing": dist.get("missing")})
+    if "cost" in sections:
+        from tracer.report.cost import measured_cost, spec_from_dict
+
+        report["cost"] = measured_cost(trace, model.spec if model is not None else spec_from_dict(spec))
     return report
 
 

@@ -7,12 +7,12 @@ from typing import Callable
 
 from tracer.errors import TracerError
 
-# Screen order. `top_k` is the next-token distribution; `lens` and `values` are opt-in.
-SECTIONS = ("model", "tokens", "steps", "values", "mask", "attention", "top_k", "pooled", "lens")
+# Screen order. `top_k` is the next-token distribution; `lens`, `values` and `cost` are opt-in.
+SECTIONS = ("model", "tokens", "steps", "values", "mask", "attention", "top_k", "pooled", "lens", "cost")
 DEFAULT_SECTIONS = ("model", "tokens", "steps", "mask", "attention", "top_k")
 ALIASES = {"card": "model", "shapes": "steps", "flow": "steps", "top": "top_k", "topk": "top_k",
            "distribution": "top_k", "next": "top_k", "attn": "attention", "value": "values", "embedding": "pooled",
-           "pool": "pooled"}
+           "pool": "pooled", "time": "cost"}
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,8 @@ class RunOptions:
     attn: str | None = None  # "self" or "cross" (encoder-decoder default: cross)
 
 
-def resolve_sections(only: list[str] | None, lens: bool, values: bool, steps_filter: bool) -> tuple[str, ...]:
+def resolve_sections(only: list[str] | None, lens: bool, values: bool, steps_filter: bool,
+                     cost: bool = False) -> tuple[str, ...]:
     """--only names the sections; otherwise the default story, narrowed to the steps when --steps filters.
 
     --steps means "show me these steps": the engineer looking for one number gets the step table (and
@@ -53,6 +54,8 @@ def resolve_sections(only: list[str] | None, lens: bool, values: bool, steps_fil
         chosen.append("lens")
     if values:
         chosen.append("values")
+    if cost:
+        chosen.append("cost")
     return tuple(s for s in SECTIONS if s in chosen)
 
 

@@ -35,6 +35,7 @@ class Step:
     dtype: str
     stats: dict[str, float]
     array: np.ndarray | None = None  # None when only statistics were kept
+    seconds: float | None = None  # with a Recorder clock: engine time since the previous step (never saved)
 
     @property
     def kept(self) -> bool:

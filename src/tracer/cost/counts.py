@@ -1,0 +1,302 @@
+"""What each step of one pass costs: a small dict of formulas per stack (embed, blocks, final norm, head).
+
+Conventions, used everywhere:
+- a matrix product [m, k] @ [k, n] is m·n·k multiply-adds (MACs), 2·m·n·k FLOPs;
+- everything else (norms, softmax, rotary, activations, bias and residual adds, the score scale, the
+  mask) is an *elementwise* count: a stated number of operations per element (ELEMENTWISE), shown apart;
+- weights read: the parameters a step multiplies by, read once per pass (a gather reads only the rows it
+  indexes); activations written: the step's output, in the compute dtype;
+- attention counts the (query, key) pairs the mask keeps (causal: the query's own and earlier keys; a
+  sliding window of W keys caps them at W), unless `Pass.dense`: the whole q_len × kv_len square, as
+  eager code (tracer's engine, transformers' eager path) computes it before masking.
+
+A route is a tuple of stacks; adding encoder-only, encoder-decoder or MoE routes is adding stacks and
+formulas (see extra.py for the cross-attention and MoE formulas), not editing these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from tracer.arch.spec import Spec
+from tracer.errors import TracerError
+
+# operations per element of the elementwise steps (approximate by nature; stated, not hidden)
+NORM_OPS = {"layernorm": 7, "rmsnorm": 4}  # layernorm: mean, centre, square, sum, divide, scale, shift
+SOFTMAX_OPS = 5  # max, subtract, exp, sum, divide
+ROTARY_OPS = 3  # x·cos + rotate_half(x)·sin, per rotated element
+ACTIVATION_OPS = {"relu": 1, "silu": 4, "gelu": 5, "gelu_tanh": 9}
+ELEMENTWISE = {
+    "norm": "layernorm 7, rmsnorm 4 (+1 for Gemma's 1 + w) per element",
+    "softmax": f"{SOFTMAX_OPS} per element (max, subtract, exp, sum, divide)",
+    "rotary": f"{ROTARY_OPS} per rotated element (x·cos + rotate_half(x)·sin); the cos/sin tables are not counted",
+    "activation": "relu 1, silu 4, gelu 5, gelu_tanh 9 per element (+1 for the gate's product)",
+    "adds": "1 per element: biases, residuals, the score scale, the mask's select",
+}
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass through the model: q_len new positions per row, after `past` positions already cached."""
+
+    batch: int
+    q_len: int  # n for a prefill, 1 for one decoding step
+    past: int = 0  # positions in the KV cache before this pass
+    itemsize: int = 4  # bytes per number (weights, activations, cache)
+    dense: bool = False  # count the whole q_len × kv_len square instead of the kept pairs
+
+    @property
+    def kv_len(self) -> int:
+        return self.past + self.q_len
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.q_len
+
+
+@dataclass(frozen=True)
+class StepCost:
+    name: str = ""  # the step name a run records, e.g. blocks.3.attn.scores
+    kind: str = "elementwise"  # matmul | elementwise | gather
+    macs: int = 0
+    elementwise: int = 0
+    weight_bytes: int = 0
+    act_bytes: int = 0
+    grows: str = "n"  # n: with the positions; n²: with the (query, key) pairs
+    stack: str = ""
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs + self.elementwise
+
+
+Formula = Callable[[Spec, Pass, int | None], StepCost]
+
+
+# ---------- the pieces ----------
+
+def capped_sum(m: int, cap: int | None) -> int:
+    """sum over k = 1..m of min(k, cap): the keys causal query rows 1..m see under a window of `cap`."""
+    if m <= 0:
+        return 0
+    if cap is None or m <= cap:
+        return m * (m + 1) // 2
+    return cap * (cap + 1) // 2 + (m - cap) * cap
+
+
+def kept_pairs(q_len: int, past: int, window: int | None, causal: bool = True) -> int:
+    """(query, key) pairs the mask keeps, for one row of one head; queries sit at past .. past + q_len - 1."""
+    kv = past + q_len
+    if causal:  # query at position i sees keys max(0, i - W + 1) .. i
+        return capped_sum(kv, window) - capped_sum(past, window)
+    if window is None:
+        return q_len * kv
+    c = window - 1  # bidirectional window: |i - j| < W, i.e. up to W - 1 keys on each side
+    return q_len + capped_sum(kv - 1, c) - capped_sum(past - 1, c) + capped_sum(q_len - 1, c)
+
+
+def pairs(spec: Spec, p: Pass, layer: int | None) -> int:
+    if p.dense:
+        return p.q_len * p.kv_len
+    return kept_pairs(p.q_len, p.past, spec.window(layer) if layer is not None else None, spec.causal)
+
+
+def matmul(p: Pass, rows: int, k: int, n: int, bias: bool) -> StepCost:
+    """[rows, k] @ [k, n] (+ bias [n]) with the weight read once."""
+    return StepCost(kind="matmul", macs=rows * k * n, elementwise=rows * n if bias else 0,
+                    weight_bytes=(k * n + (n if bias else 0)) * p.itemsize, act_bytes=rows * n * p.itemsize)
+
+
+def elementwise(p: Pass, elements: int, ops: int, weights: int = 0, grows: str = "n") -> StepCost:
+    return StepCost(kind="elementwise", elementwise=elements * ops, weight_bytes=weights * p.itemsize,
+                    act_bytes=elements * p.itemsize, grows=grows)
+
+
+def norm_ops(spec: Spec) -> int:
+    return NORM_OPS[spec.norm] + (1 if spec.norm_offset else 0)
+
+
+def norm_weights(spec: Spec) -> int:
+    return spec.d_model * (2 if spec.norm == "layernorm" else 1)
+
+
+def activation_ops(spec: Spec) -> int:
+    return ACTIVATION_OPS[spec.activation] + (1 if spec.mlp == "gated" else 0)
+
+
+# ---------- embed ----------
+
+def _embed_tokens(spec: Spec, p: Pass, layer) -> StepCost:
+    rows = p.tokens * spec.d_model
+    return StepCost(kind="gather", weight_bytes=rows * p.itemsize, act_bytes=rows * p.itemsize)
+
+
+def _embed_out(spec: Spec, p: Pass, layer) -> StepCost:
+    if spec.positions == "learned" or spec.embed_scale is not None:  # tokens + positions, or tokens * scale
+        return elementwise(p, p.tokens * spec.d_model, 1)
+    return StepCost(kind="elementwise")  # the token embeddings themselves: nothing computed
+
+
+EMBED: dict[str, Formula] = {"embed.tokens": _embed_tokens, "embed.positions": _embed_tokens, "embed.out": _embed_out}
+
+
+def embed_steps(spec: Spec) -> tuple[str, ...]:
+    return ("embed.tokens",) + (("embed.positions",) if spec.positions == "learned" else ()) + ("embed.out",)
+
+
+# ---------- blocks ----------
+
+def _norm(spec: Spec, p: Pass, layer) -> StepCost:
+    return elementwise(p, p.tokens * spec.d_model, norm_ops(spec), norm_weights(spec))
+
+
+def _q(spec: Spec, p: Pass, layer) -> StepCost:
+    return matmul(p, p.tokens, spec.d_model, spec.n_heads * spec.d_head, spec.qkv_bias)
+
+
+def _kv(spec: Spec, p: Pass, layer) -> StepCost:
+    return matmul(p, p.tokens, spec.d_model, spec.n_kv_heads * spec.d_head, spec.qkv_bias)
+
+
+def _rotary(heads: Callable[[Spec], int]) -> Formula:
+    def formula(spec: Spec, p: Pass, layer) -> StepCost:
+        rows = p.tokens * heads(spec)  # one row per head per position; only rotary_dim of d_head rotate
+        return StepCost(kind="elementwise", elementwise=rows * spec.rope.rotary_dim * ROTARY_OPS,
+                        act_bytes=rows * spec.d_head * p.itemsize)
+    return formula
+
+
+def _scores(spec: Spec, p: Pass, layer) -> StepCost:
+    n = p.batch * spec.n_heads * pairs(spec, p, layer)  # q·kᵀ over every kept pair, then the scale
+    return StepCost(kind="matmul", macs=n * spec.d_head, elementwise=n, act_bytes=n * p.itemsize, grows="n²")
+
+
+def _masked(spec: Spec, p: Pass, layer) -> StepCost:
+    return elementwise(p, p.batch * spec.n_heads * pairs(spec, p, layer), 1, grows="n²")
+
+
+def _softmax_keys(spec: Spec, p: Pass, layer) -> StepCost:
+    return elementwise(p, p.batch * spec.n_heads * pairs(spec, p, layer), SOFTMAX_OPS, grows="n²")
+
+
+def _z(spec: Spec, p: Pass, layer) -> StepCost:
+    macs = p.batch * spec.n_heads * pairs(spec, p, layer) * spec.d_head  # weights · v
+    return StepCost(kind="matmul", macs=macs, act_bytes=p.tokens * spec.n_heads * spec.d_head * p.itemsize, grows="n²")
+
+
+def _o(spec: Spec, p: Pass, layer) -> StepCost:
+    return matmul(p, p.tokens, spec.n_heads * spec.d_head, spec.d_model, spec.o_bias)
+
+
+def _residual(spec: Spec, p: Pass, layer) -> StepCost:
+    return elementwise(p, p.tokens * spec.d_model, 1)
+
+
+def _mlp_in(spec: Spec, p: Pass, layer) -> StepCost:
+    return matmul(p, p.tokens, spec.d_model, spec.d_ff, spec.mlp_bias)
+
+
+def _mlp_post(spec: Spec, p: Pass, layer) -> StepCost:
+    return elementwise(p, p.tokens * spec.d_ff, activation_ops(spec))
+
+
+def _mlp_out(spec: Spec, p: Pass, layer) -> StepCost:
+    return matmul(p, p.tokens, spec.d_ff, spec.d_model, spec.mlp_bias)
+
+
+def _resid_post(spec: Spec, p: Pass, layer) -> StepCost:
+    elements = p.tokens * spec.d_model
+    if spec.norm_placement == "post":  # ln2(h + m)
+        return elementwise(p, elements, 1 + norm_ops(spec), norm_weights(spec))
+    return elementwise(p, elements, 2 if spec.residual == "parallel" else 1)  # x + attn.out (+ mlp.out)
+
+
+BLOCK: dict[str, Formula] = {
+    "ln1.out": _norm,
+    "attn.q": _q,
+    "attn.k": _kv,
+    "attn.v": _kv,
+    "attn.q_rot": _rotary(lambda s: s.n_heads),
+    "attn.k_rot": _rotary(lambda s: s.n_kv_heads),
+    "attn.scores": _scores,
+    "attn.masked_scores": _masked,
+    "attn.weights": _softmax_keys,
+    "attn.z": _z,
+    "attn.out": _o,
+    "resid_mid": _residual,
+    "ln2.out": _norm,
+    "mlp.pre": _mlp_in,
+    "mlp.up": _mlp_in,
+    "mlp.post": _mlp_post,
+    "mlp.out": _mlp_out,
+    "resid_post": _resid_post,
+}
+
+
+def block_steps(spec: Spec) -> tuple[str, ...]:
+    """The block's steps in the order the engine records them."""
+    rotary = ("attn.q_rot", "attn.k_rot") if spec.positions == "rotary" else ()
+    attn = ("attn.q", "attn.k", "attn.v", *rotary, "attn.scores", "attn.masked_scores", "attn.weights", "attn.z", "attn.out")
+    mlp = ("mlp.pre",) + (("mlp.up",) if spec.mlp == "gated" else ()) + ("mlp.post", "mlp.out")
+    if spec.norm_placement == "post":
+        return attn + ("resid_mid", "ln1.out") + mlp + ("resid_post",)
+    if spec.residual == "parallel":
+        return ("ln1.out",) + attn + ("ln2.out",) + mlp + ("resid_post",)
+    return ("ln1.out",) + attn + ("resid_mid", "ln2.out") + mlp + ("resid_post",)
+
+
+# ---------- final norm and head ----------
+
+def _logits(spec: Spec, p: Pass, layer) -> StepCost:
+    return matmul(p, p.tokens, spec.d_model, spec.vocab_size, spec.head_bias)  # a tied head reads W_E here
+
+
+def _probs(spec: Spec, p: Pass, layer) -> StepCost:
+    return elementwise(p, p.tokens * spec.vocab_size, SOFTMAX_OPS)
+
+
+FINAL: dict[str, Formula] = {"final_norm.out": _norm}
+HEAD: dict[str, Formula] = {"logits": _logits, "probs": _probs}
+
+
+# ---------- routes ----------
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    steps: Callable[[Spec], tuple[str, ...]]  # which of `formulas` this spec has, in order
+    formulas: dict[str, Formula]
+    prefix: str = ""  # "blocks.{i}." for a stack repeated per layer
+
+    def per_layer(self) -> bool:
+        return "{i}" in self.prefix
+
+
+DECODER = (
+    Stack("embed", embed_steps, EMBED),
+    Stack("blocks", block_steps, BLOCK, prefix="blocks.{i}."),
+    Stack("final_norm", lambda s: ("final_norm.out",) if s.final_norm else (), FINAL),
+    Stack("head", lambda s: ("logits", "probs"), HEAD),
+)
+ROUTES: dict[str, tuple[Stack, ...]] = {"decoder": DECODER}
+
+
+def route_of(spec: Spec) -> tuple[Stack, ...]:
+    route = getattr(spec, "route", "decoder") or "decoder"
+    if route not in ROUTES:
+        raise TracerError(f"tracer cost does not count the {route} route yet", hint="counted: " + ", ".join(ROUTES))
+    return ROUTES[route]
+
+
+def pass_costs(spec: Spec, p: Pass) -> list[StepCost]:
+    """Every step of one pass, named as a run records it, in order."""
+    out: list[StepCost] = []
+    for stack in route_of(spec):
+        layers = range(spec.n_layers) if stack.per_layer() else (None,)
+        for layer in layers:
+            prefix = stack.prefix.format(i=layer)
+            for step in stack.steps(spec):
+                cost = stack.formulas[step](spec, p, layer)
+                out.append(replace(cost, name=prefix + step, stack=stack.name))
+    return out
