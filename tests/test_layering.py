@@ -4,7 +4,8 @@ import subprocess
 import sys
 
 CORE = ["tracer.api", "tracer.model", "tracer.engine.forward", "tracer.trace", "tracer.masks.conventions",
-        "tracer.masks.row", "tracer.diff.compare", "tracer.diff.weights", "tracer.lens", "tracer.report"]
+        "tracer.masks.row", "tracer.diff.compare", "tracer.diff.weights", "tracer.lens", "tracer.report",
+        "tracer.report.cost", "tracer.cost.summary", "tracer.cost.extra"]
 
 
 def test_core_layers_import_no_ui_or_torch():

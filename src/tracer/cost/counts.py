@@ -289,10 +289,10 @@ def route_of(spec: Spec) -> tuple[Stack, ...]:
     return ROUTES[route]
 
 
-def pass_costs(spec: Spec, p: Pass) -> list[StepCost]:
-    """Every step of one pass, named as a run records it, in order."""
+def pass_costs(spec: Spec, p: Pass, route: tuple[Stack, ...] | None = None) -> list[StepCost]:
+    """Every step of one pass, named as a run records it, in order (route: the spec's own by default)."""
     out: list[StepCost] = []
-    for stack in route_of(spec):
+    for stack in route if route is not None else route_of(spec):
         layers = range(spec.n_layers) if stack.per_layer() else (None,)
         for layer in layers:
             prefix = stack.prefix.format(i=layer)
