@@ -136,3 +136,27 @@ def test_run_cost_screen_marks_the_slow_steps():
     assert result.exit_code == 0, result.output
     assert "Cost: time and FLOPs per step" in result.stdout
     assert result.stdout.count("◀ slow") == 3
+
+
+BERT = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2,
+        "intermediate_size": 64, "vocab_size": 100, "max_position_embeddings": 64, "type_vocab_size": 2}
+
+
+def test_a_route_not_counted_yet_is_one_line_and_exit_2(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(BERT))
+    result = invoke("cost", "--model", tmp_path)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: tracer cost does not count the encoder route yet"), result.stderr
+
+
+def test_run_cost_on_a_route_not_counted_still_times_the_steps():
+    from dataclasses import replace
+
+    from tracer.model import load_model
+    from tracer.report.cost import measured_cost
+
+    m = load_model(model_dir("gpt2"))
+    trace = m.run(ids=[[5, 17, 42]], clock=lambda: 1.0)
+    section = measured_cost(trace, replace(m.spec, route="encoder"))
+    assert section["rows"] and all(r["flops"] is None for r in section["rows"])
+    assert "encoder route" in section["note"]

@@ -206,3 +206,17 @@ def test_crossover_by_hand():
     assert crossovers(s) == {"prefill": first, "prefill_dense": dense, "decode": later}
     assert crossovers(tiny(mlp="plain", activation="relu", d_ff=64, sliding_window=(2,)))["prefill"] is None
 
+
+
+def test_crossover_with_mixed_windows_equals_counting_every_layer():
+    from tracer.cost.summary import attention_pair_flops, mlp_flops
+
+    qwen2 = spec_of(model_dir("qwen2"))  # full attention on two layers, a window of 3 on the third
+
+    def wins(p):
+        costs = pass_costs(qwen2, p)
+        return attention_pair_flops(costs) > mlp_flops(costs)
+
+    expected = next(n for n in range(1, 5000) if wins(Pass(1, n)))
+    assert crossovers(qwen2)["prefill"] == expected
+    assert crossovers(qwen2)["decode"] == next(n for n in range(1, 5000) if wins(Pass(1, 1, past=n)))

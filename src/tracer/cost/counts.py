@@ -16,8 +16,8 @@ formulas (see extra.py for the cross-attention and MoE formulas), not editing th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from tracer.arch.spec import Spec
 from tracer.errors import TracerError
@@ -55,7 +55,7 @@ class Pass:
         return self.batch * self.q_len
 
 
-@dataclass(frozen=True)
+@dataclass
 class StepCost:
     name: str = ""  # the step name a run records, e.g. blocks.3.attn.scores
     kind: str = "elementwise"  # matmul | elementwise | gather
@@ -289,14 +289,17 @@ def route_of(spec: Spec) -> tuple[Stack, ...]:
     return ROUTES[route]
 
 
-def pass_costs(spec: Spec, p: Pass, route: tuple[Stack, ...] | None = None) -> list[StepCost]:
-    """Every step of one pass, named as a run records it, in order (route: the spec's own by default)."""
+def pass_costs(spec: Spec, p: Pass, route: tuple[Stack, ...] | None = None,
+               layers: Sequence[int] | None = None) -> list[StepCost]:
+    """Every step of one pass, named as a run records it, in order (route: the spec's own by default;
+    layers: only these blocks, e.g. one per distinct window)."""
     out: list[StepCost] = []
     for stack in route if route is not None else route_of(spec):
-        layers = range(spec.n_layers) if stack.per_layer() else (None,)
-        for layer in layers:
+        chosen = (range(spec.n_layers) if layers is None else layers) if stack.per_layer() else (None,)
+        for layer in chosen:
             prefix = stack.prefix.format(i=layer)
             for step in stack.steps(spec):
                 cost = stack.formulas[step](spec, p, layer)
-                out.append(replace(cost, name=prefix + step, stack=stack.name))
+                cost.name, cost.stack = prefix + step, stack.name
+                out.append(cost)
     return out

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Callable
 
 from tracer.arch.spec import Spec
-from tracer.cost.counts import ELEMENTWISE, Pass, StepCost, pass_costs
+from tracer.cost.counts import ELEMENTWISE, Pass, StepCost, pass_costs, route_of
 from tracer.cost.params import parameter_groups, non_embedding_parameters
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
@@ -77,10 +78,16 @@ def first_length(overtakes: Callable[[int], bool], limit: int = SEARCH_LIMIT) ->
 def crossovers(spec: Spec) -> dict:
     """Where attention's pair terms overtake the MLP: in a prefill of n positions (kept pairs, and the
     dense square eager code computes), and in one decoding step at position n."""
+    windows = Counter(spec.window(i) for i in range(spec.n_layers))
+    first_of = {w: next(i for i in range(spec.n_layers) if spec.window(i) == w) for w in windows}
 
-    def attention_wins(p: Pass) -> bool:
-        costs = pass_costs(spec, p)
-        return attention_pair_flops(costs) > mlp_flops(costs)
+    def attention_wins(p: Pass) -> bool:  # layers differ only by their window: count one of each, weighted
+        attention = mlp = 0
+        for w, layer in first_of.items():
+            costs = [c for c in pass_costs(spec, p, layers=(layer,)) if c.stack == "blocks"]
+            attention += windows[w] * attention_pair_flops(costs)
+            mlp += windows[w] * mlp_flops(costs)
+        return attention > mlp
 
     return {
         "prefill": first_length(lambda n: attention_wins(Pass(1, n))),
@@ -142,6 +149,7 @@ def model_summary(spec: Spec) -> dict:
 
 def cost_report(spec: Spec, tokens: list[int], batch: int = 1, dtype: str = "float32") -> dict:
     """Everything `tracer cost` shows, computed from the Spec: the per-step table at tokens[0]."""
+    route_of(spec)  # a route not counted yet fails here, before anything is computed
     itemsize = DTYPE_BYTES[dtype]
     n = tokens[0]
     groups = parameter_groups(spec)

@@ -164,7 +164,9 @@ def render_measured(section: dict, number: int) -> Group:
                   f"{row['gflops_per_second']:.3g}" if row["gflops_per_second"] is not None else Text("-", style=DIM),
                   mark)
     caption = (f"Measured time between recorded steps (the recorder's own work excluded), total "
-               f"{1e3 * section['total_seconds']:.1f} ms for {si(section['total_flops'])} FLOPs counted as the "
-               "engine computes them: attention over the whole square before the mask."
-               + (f" ({section['note']}.)" if section.get("note") else ""))
+               f"{1e3 * section['total_seconds']:.1f} ms")
+    if section["total_flops"]:
+        caption += (f" for {si(section['total_flops'])} FLOPs counted as the engine computes them: attention over "
+                    "the whole square before the mask")
+    caption += f" ({section['note']})." if section.get("note") else "."
     return Group(heading(number, "Cost: time and FLOPs per step", caption), t)
