@@ -160,3 +160,13 @@ def test_run_cost_on_a_route_not_counted_still_times_the_steps():
     section = measured_cost(trace, replace(m.spec, route="encoder"))
     assert section["rows"] and all(r["flops"] is None for r in section["rows"])
     assert "encoder route" in section["note"]
+
+
+def test_narrow_terminals_keep_the_essential_columns():
+    wide = invoke("cost", "--model", model_dir("gpt2"), "--tokens", "16", columns=120, NO_COLOR="1").stdout
+    narrow = invoke("cost", "--model", model_dir("gpt2"), "--tokens", "16", columns=60, NO_COLOR="1").stdout
+    header = re.compile(r"^ step\s.*FLOPs.*$", re.M)
+    assert "MACs" in header.search(wide).group(0) and "MACs" not in header.search(narrow).group(0)
+    assert "A wider terminal adds MACs and bytes written" in " ".join(narrow.split())
+    assert max(len(line) for line in narrow.splitlines()) <= 60
+    assert re.search(r"^ blocks\.\{i\}\.attn\.scores\s", narrow, re.M)  # step names stay whole

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from rich import box
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -35,11 +38,34 @@ def size(n: int | None) -> str:
     return f"{n}B"
 
 
-def _table(*columns: str, caption: str | None = None) -> Table:
+Column = tuple[str, Callable[[dict], object], bool]  # header, cell from a row, kept on a narrow terminal
+
+
+def _table(columns: list[Column], rows: list[dict], caption: str, narrow: bool) -> Table:
+    shown = [c for c in columns if c[2] or not narrow]
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, caption=caption, caption_justify="left", caption_style=DIM)
-    for i, c in enumerate(columns):
-        t.add_column(c, justify="left" if i == 0 else "right", no_wrap=i > 0, overflow="fold")
+    for i, (header, _, _) in enumerate(shown):
+        t.add_column(header, justify="left" if i == 0 else "right", no_wrap=i > 0, overflow="fold")
+    for row in rows:
+        t.add_row(*(cell(row) for _, cell, _ in shown))
     return t
+
+
+def fitted(columns: list[Column], rows: list[dict], caption: str, narrow_caption: str) -> "Fitted":
+    return Fitted(lambda narrow: _table(columns, rows, narrow_caption if narrow else caption, narrow))
+
+
+class Fitted:
+    """A table laid out for the width it gets: every column when they fit on one line each, else only
+    the essential ones (the caption says what the others were)."""
+
+    def __init__(self, build: Callable[[bool], Table]):
+        self.build = build  # build(narrow) -> Table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wide = self.build(False)
+        fits = Measurement.get(console, options.update_width(10_000), wide).maximum <= options.max_width
+        yield wide if fits else self.build(True)
 
 
 def _model_line(r: dict) -> PairsLine:
@@ -55,58 +81,83 @@ def _model_line(r: dict) -> PairsLine:
 
 def render_parameters(r: dict, number: int) -> Group:
     p = r["parameters"]
-    t = _table("group", "parameters", "share", "bytes")
-    for g in p["groups"]:
-        note = " (tied: counted in embeddings)" if g["group"] == "head" and p["tied_head"] else ""
-        t.add_row(g["group"] + note, f"{g['parameters']:,}", f"{100 * g['share']:.1f}%", size(g["bytes"]))
-    t.add_row(Text("total", style="bold"), Text(f"{p['total']:,}", style="bold"), "100%",
-              size(p["total"] * r["itemsize"]))
+    rows = [{**g, "label": g["group"] + (" (tied: in embeddings)" if g["group"] == "head" and p["tied_head"] else "")}
+            for g in p["groups"]]
+    rows.append({"label": Text("total", style="bold"), "parameters": p["total"], "share": 1.0,
+                 "bytes": p["total"] * r["itemsize"]})
+    t = _table([("group", lambda g: g["label"], True), ("parameters", lambda g: f"{g['parameters']:,}", True),
+                ("share", lambda g: f"{100 * g['share']:.1f}%", True), ("bytes", lambda g: size(g["bytes"]), True)],
+               rows, "", narrow=False)
     return Group(heading(number, "Parameters", f"non-embedding (attention, MLP, norms): {p['non_embedding']:,}"), t)
+
+
+def _dash_if_zero(x: int) -> Text | str:
+    return si(x) if x else Text("-", style=DIM)
 
 
 def render_steps(r: dict, number: int) -> Group:
     n = r["steps"]["tokens"]
-    t = _table("step", "MACs", "FLOPs", "weights", "written", "decode", "grows",
-               caption=f"FLOPs = 2·MACs + elementwise. weights: bytes of weights read; written: bytes of activations "
-                       f"written; decode: FLOPs of one decoding step at position {n} with a KV cache.")
-    for row in r["steps"]["rows"]:
-        grows = Text(row["grows"], style="bold" if row["grows"] == "n²" else DIM)
-        t.add_row(row["step"], si(row["macs"]) if row["macs"] else Text("-", style=DIM),
-                  si(row["flops"]), size(row["weight_bytes"]), size(row["act_bytes"]), si(row["decode_flops"]), grows)
+    columns: list[Column] = [
+        ("step", lambda x: Text(x["step"], style="bold" if x["grows"] == "n²" else ""), True),
+        ("MACs", lambda x: _dash_if_zero(x["macs"]), False),
+        ("FLOPs", lambda x: si(x["flops"]), True),
+        ("weights", lambda x: size(x["weight_bytes"]), True),
+        ("written", lambda x: size(x["act_bytes"]), False),
+        ("decode", lambda x: si(x["decode_flops"]), True),
+        ("grows", lambda x: Text(x["grows"], style="bold" if x["grows"] == "n²" else DIM), True),
+    ]
+    caption = (f"FLOPs = 2·MACs + elementwise. weights: bytes of weights read; written: bytes of activations "
+               f"written; decode: FLOPs of one decoding step at position {n} with a KV cache.")
+    narrow = (f"FLOPs = 2·MACs + elementwise. weights: bytes read; decode: one decoding step at position {n} with "
+              "a KV cache. A wider terminal adds MACs and bytes written.")
     layers = r["model"]["n_layers"]
-    caption = (f"A prefill of {n} positions × batch {r['batch']}; blocks.{{i}} rows are summed over the {layers} layers. "
-               "n² rows grow with the (query, key) pairs the mask keeps.")
-    return Group(heading(number, f"Each step at {n} tokens", caption), t)
+    intro = (f"A prefill of {n} positions × batch {r['batch']}; blocks.{{i}} rows are summed over the {layers} layers. "
+             "n² rows grow with the (query, key) pairs the mask keeps.")
+    return Group(heading(number, f"Each step at {n} tokens", intro), fitted(columns, r["steps"]["rows"], caption, narrow))
 
 
 def render_passes(r: dict, number: int) -> Group:
     a = r["passes"]
     n = a["position"]
-    t = _table("pass", "new", "FLOPs", "attn n²", "weights", "KV read", "FLOPs/B",
-               caption="new: tokens produced; attn n²: share of the FLOPs in attention's pair terms; weights and "
-                       "KV read: bytes read; FLOPs/B: FLOPs per byte read.")
-    rows = (("prefill", a["prefill"]), ("decode, KV cache", a["decode_cached"]), ("decode, no cache", a["decode_uncached"]))
-    for label, x in rows:
-        share = x["attention_pair_flops"] / x["flops"] if x["flops"] else 0.0
-        t.add_row(label, str(x["new_tokens"]), si(x["flops"]), f"{100 * share:.1f}%", size(x["weight_bytes"]),
-                  size(x.get("kv_cache_read_bytes")), f"{x['flops_per_byte_read']:.3g}")
-    caption = (f"Prefill: {n} positions at once. Decoding at position {n}: with a cache, one new query against "
-               f"{n + 1} keys; without one, all {n + 1} positions again. Few FLOPs per byte read: memory bound.")
-    return Group(heading(number, f"Prefill against one decoding step at position {n}", caption), t)
+    rows = [{"label": label, **a[key]} for label, key in
+            (("prefill", "prefill"), ("decode, KV cache", "decode_cached"), ("decode, no cache", "decode_uncached"))]
+    columns: list[Column] = [
+        ("pass", lambda x: x["label"], True),
+        ("new", lambda x: str(x["new_tokens"]), False),
+        ("FLOPs", lambda x: si(x["flops"]), True),
+        ("attn n²", lambda x: f"{100 * x['attention_pair_flops'] / x['flops']:.1f}%" if x["flops"] else "-", False),
+        ("weights", lambda x: size(x["weight_bytes"]), True),
+        ("KV read", lambda x: size(x.get("kv_cache_read_bytes")), True),
+        ("FLOPs/B", lambda x: f"{x['flops_per_byte_read']:.3g}" if x["flops_per_byte_read"] is not None else "-", True),
+    ]
+    caption = ("new: tokens produced; attn n²: share of the FLOPs in attention's pair terms; weights and "
+               "KV read: bytes read; FLOPs/B: FLOPs per byte read.")
+    narrow = "weights and KV read: bytes read; FLOPs/B: FLOPs per byte read. A wider terminal adds more."
+    intro = (f"Prefill: {n} positions at once. Decoding at position {n}: with a cache, one new query against "
+             f"{n + 1} keys; without one, all {n + 1} positions again. Few FLOPs per byte read: memory bound.")
+    return Group(heading(number, f"Prefill against one decoding step at position {n}", intro),
+                 fitted(columns, rows, caption, narrow))
 
 
 def render_growth(r: dict, number: int) -> Group:
-    t = _table("tokens", "prefill", "per token", "attn n²", "decode", "no cache", "KV cache",
-               caption="FLOPs of a prefill, per token, the share in attention's pair terms; of one decoding step at "
-                       "that position with a KV cache and without; the KV cache's bytes.")
-    beyond = False
-    for g in r["growth"]:
-        label = Text(str(g["tokens"]))
-        if g["beyond_max_positions"]:
-            label.append(" *", style=WARN)
-            beyond = True
-        t.add_row(label, si(g["prefill_flops"]), si(g["prefill_flops_per_token"]), f"{100 * g['attention_share']:.1f}%",
-                  si(g["decode_cached_flops"]), si(g["decode_uncached_flops"]), size(g["kv_cache_bytes"]))
+    def label(g: dict) -> Text:
+        return Text(str(g["tokens"])).append(" *" if g["beyond_max_positions"] else "", style=WARN)
+
+    columns: list[Column] = [
+        ("tokens", label, True),
+        ("prefill", lambda g: si(g["prefill_flops"]), True),
+        ("per token", lambda g: si(g["prefill_flops_per_token"]), False),
+        ("attn n²", lambda g: f"{100 * g['attention_share']:.1f}%", True),
+        ("decode", lambda g: si(g["decode_cached_flops"]), True),
+        ("no cache", lambda g: si(g["decode_uncached_flops"]), False),
+        ("KV cache", lambda g: size(g["kv_cache_bytes"]), True),
+    ]
+    caption = ("FLOPs of a prefill, per token, the share in attention's pair terms; of one decoding step at "
+               "that position with a KV cache and without; the KV cache's bytes.")
+    narrow = ("FLOPs of a prefill, the share in attention's pair terms, of one decoding step with a KV cache; "
+              "the cache's bytes. A wider terminal adds more.")
+    t = fitted(columns, r["growth"], caption, narrow)
+    beyond = any(g["beyond_max_positions"] for g in r["growth"])
     kv = r["kv_cache"]["bytes_per_token"]
     lines = [t, Text(f"KV cache: {size(kv)} per token per sequence ({kv:,} bytes)"
                      + (", windowed layers keep only their last W positions" if r["model"]["windowed_layers"] else ""))]
@@ -155,18 +206,23 @@ def render_measured(section: dict, number: int) -> Group:
     if not section["rows"]:
         return Group(heading(number, "Cost"), calm("no step recorded a time"))
     slow = set(section["slowest"])
-    t = _table("step", "×", "time", "share", "FLOPs", "GFLOP/s", "")
-    for row in section["rows"]:
-        mark = Text("◀ slow", style=WARN) if row["step"] in slow else Text("")
-        t.add_row(Text(row["step"], style="bold" if row["step"] in slow else ""), str(row["layers"]),
-                  f"{1e3 * row['seconds']:.3f} ms", f"{100 * row['time_share']:.1f}%",
-                  si(row["flops"]) if row["flops"] is not None else Text("-", style=DIM),
-                  f"{row['gflops_per_second']:.3g}" if row["gflops_per_second"] is not None else Text("-", style=DIM),
-                  mark)
+
+    def dash(x, fmt):
+        return Text("-", style=DIM) if x is None else fmt(x)
+
+    columns: list[Column] = [
+        ("step", lambda x: Text(x["step"], style="bold" if x["step"] in slow else ""), True),
+        ("×", lambda x: str(x["layers"]), False),
+        ("time", lambda x: f"{1e3 * x['seconds']:.3f} ms", True),
+        ("share", lambda x: f"{100 * x['time_share']:.1f}%", True),
+        ("FLOPs", lambda x: dash(x["flops"], si), True),
+        ("GFLOP/s", lambda x: dash(x["gflops_per_second"], lambda v: f"{v:.3g}"), False),
+        ("", lambda x: Text("◀ slow", style=WARN) if x["step"] in slow else Text(""), True),
+    ]
     caption = (f"Measured time between recorded steps (the recorder's own work excluded), total "
                f"{1e3 * section['total_seconds']:.1f} ms")
     if section["total_flops"]:
         caption += (f" for {si(section['total_flops'])} FLOPs counted as the engine computes them: attention over "
                     "the whole square before the mask")
     caption += f" ({section['note']})." if section.get("note") else "."
-    return Group(heading(number, "Cost: time and FLOPs per step", caption), t)
+    return Group(heading(number, "Cost: time and FLOPs per step", caption), fitted(columns, section["rows"], "", ""))
