@@ -68,7 +68,7 @@ def run(
     lens: bool = typer.Option(False, "--lens", help="Add the logit lens: each layer's residual read through the final norm and head."),
     values: bool = typer.Option(False, "--values", help="Add elided values (first and last few along each axis) of the selected steps."),
     cost: bool = typer.Option(False, "--cost", help="Add the measured time of each step beside its FLOPs, so the slow steps stand out (see tracer cost)."),
-    only: Optional[List[str]] = typer.Option(None, "--only", help="Show only these sections: model, tokens, steps, values, mask, attention, top_k, lens, cost."),
+    only: Optional[List[str]] = typer.Option(None, "--only", help="Show only these sections: model, tokens, steps, values, mask, attention, top_k, pooled, lens, cost."),
     batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the tokens, mask, attention and distribution show."),
     mask: Optional[str] = typer.Option(None, "--mask", help="Run with this mask instead of the one tracer builds: a literal, FILE.npy or FILE.npz:KEY, read in --mask-convention (see tracer mask)."),
     mask_convention: Optional[str] = typer.Option(None, "--mask-convention", help="The convention --mask is written in, e.g. hf-2d, torch-sdpa-bool, torch-mha-bool (tracer mask --list)."),
