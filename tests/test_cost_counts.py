@@ -14,7 +14,8 @@ from conftest import FAMILIES, MODELS, VARIANTS, model_dir
 from tracer.arch.registry import adapter_for
 from tracer.arch.spec import RopeSpec, Spec
 from tracer.checkpoint.config import read_config
-from tracer.cost.counts import Pass, kept_pairs, pass_costs
+from tracer.cost.counts import Pass, kept_pairs
+from tracer.cost.routes import pass_costs
 from tracer.cost.params import non_embedding_parameters, parameter_groups
 from tracer.cost.summary import crossovers, kv_cache_bytes, passes_at, rule_2n
 from tracer.masks.build import causal_keep, window_keep

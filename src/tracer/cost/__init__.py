@@ -4,7 +4,8 @@ Pure arithmetic over the architecture's sizes (no weights, no NumPy arrays, no r
 can answer for a model whose config.json is all there is.
 """
 
-from tracer.cost.counts import Pass, StepCost, pass_costs
+from tracer.cost.counts import Pass, StepCost
 from tracer.cost.params import parameter_groups
+from tracer.cost.routes import pass_costs
 
 __all__ = ["Pass", "StepCost", "parameter_groups", "pass_costs"]

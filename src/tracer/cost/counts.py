@@ -10,17 +10,16 @@ Conventions, used everywhere:
   sliding window of W keys caps them at W), unless `Pass.dense`: the whole q_len × kv_len square, as
   eager code (tracer's engine, transformers' eager path) computes it before masking.
 
-A route is a tuple of stacks; adding encoder-only, encoder-decoder or MoE routes is adding stacks and
-formulas (see extra.py for the cross-attention and MoE formulas), not editing these.
+routes.py strings these formulas into stacks (embed, blocks, final norm, head) per route; moe.py adds
+the mixture-of-experts formulas no adapter produces yet.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
 from tracer.arch.spec import Spec
-from tracer.errors import TracerError
 
 # operations per element of the elementwise steps (approximate by nature; stated, not hidden)
 NORM_OPS = {"layernorm": 7, "rmsnorm": 4}  # layernorm: mean, centre, square, sum, divide, scale, shift
@@ -45,6 +44,8 @@ class Pass:
     past: int = 0  # positions in the KV cache before this pass
     itemsize: int = 4  # bytes per number (weights, activations, cache)
     dense: bool = False  # count the whole q_len × kv_len square instead of the kept pairs
+    memory_len: int = 0  # encoder-decoder: encoder positions the decoder's cross-attention reads
+    memory_cached: bool = False  # encoder-decoder: the encoder output and its cross keys/values exist already
 
     @property
     def kv_len(self) -> int:
@@ -63,8 +64,9 @@ class StepCost:
     elementwise: int = 0
     weight_bytes: int = 0
     act_bytes: int = 0
-    grows: str = "n"  # n: with the positions; n²: with the (query, key) pairs
+    grows: str = "n"  # n: with the positions; n²: with the (query, key) pairs; n·m: decoder × encoder positions
     stack: str = ""
+    repeat: int = 1  # how many layers this one stands for (routes.pass_costs with one_per_window)
 
     @property
     def flops(self) -> int:
@@ -133,16 +135,23 @@ def _embed_tokens(spec: Spec, p: Pass, layer) -> StepCost:
 
 
 def _embed_out(spec: Spec, p: Pass, layer) -> StepCost:
-    if spec.positions == "learned" or spec.embed_scale is not None:  # tokens + positions, or tokens * scale
-        return elementwise(p, p.tokens * spec.d_model, 1)
+    """tokens (* scale) (+ token types) (+ positions), then the embedding norm when the family has one."""
+    adds = (spec.embed_scale is not None) + bool(spec.token_types) + (spec.positions == "learned")
+    if spec.embed_norm:
+        return elementwise(p, p.tokens * spec.d_model, adds + norm_ops(spec), norm_weights(spec))
+    if adds:
+        return elementwise(p, p.tokens * spec.d_model, adds)
     return StepCost(kind="elementwise")  # the token embeddings themselves: nothing computed
 
 
-EMBED: dict[str, Formula] = {"embed.tokens": _embed_tokens, "embed.positions": _embed_tokens, "embed.out": _embed_out}
+EMBED: dict[str, Formula] = {"embed.tokens": _embed_tokens, "embed.token_types": _embed_tokens,
+                             "embed.positions": _embed_tokens, "embed.out": _embed_out}
 
 
 def embed_steps(spec: Spec) -> tuple[str, ...]:
-    return ("embed.tokens",) + (("embed.positions",) if spec.positions == "learned" else ()) + ("embed.out",)
+    types = ("embed.token_types",) if spec.token_types else ()
+    positions = ("embed.positions",) if spec.positions == "learned" else ()
+    return ("embed.tokens", *types, *positions, "embed.out")
 
 
 # ---------- blocks ----------
@@ -185,6 +194,46 @@ def _z(spec: Spec, p: Pass, layer) -> StepCost:
     return StepCost(kind="matmul", macs=macs, act_bytes=p.tokens * spec.n_heads * spec.d_head * p.itemsize, grows="n²")
 
 
+def _position_bias(spec: Spec, p: Pass, layer) -> StepCost:
+    """T5's relative bias added to every kept score; the bias [heads, q, kv] is looked up once per stack."""
+    first = layer == 0
+    table = spec.n_heads * p.q_len * p.kv_len
+    return StepCost(kind="elementwise", elementwise=p.batch * spec.n_heads * pairs(spec, p, layer),
+                    weight_bytes=table * p.itemsize if first else 0, act_bytes=table * p.itemsize if first else 0,
+                    grows="n²")
+
+
+def _cross_q(spec: Spec, p: Pass, layer) -> StepCost:
+    return matmul(p, p.tokens, spec.d_model, spec.n_heads * spec.d_head, spec.qkv_bias)
+
+
+def _cross_kv(spec: Spec, p: Pass, layer) -> StepCost:
+    """Keys and values of the encoder output: once per input; a decoding step reads them from its cache."""
+    if p.memory_cached:
+        return StepCost(kind="matmul")
+    return matmul(p, p.batch * p.memory_len, spec.d_model, spec.n_kv_heads * spec.d_head, spec.qkv_bias)
+
+
+def _cross_pairs(spec: Spec, p: Pass) -> int:
+    return p.batch * spec.n_heads * p.q_len * p.memory_len  # every decoder query sees every encoder position
+
+
+def _cross_scores(spec: Spec, p: Pass, layer) -> StepCost:
+    n = _cross_pairs(spec, p)
+    return StepCost(kind="matmul", macs=n * spec.d_head, elementwise=n, act_bytes=n * p.itemsize, grows="n·m")
+
+
+def _cross_elementwise(ops: int) -> Formula:
+    def formula(spec: Spec, p: Pass, layer) -> StepCost:
+        return elementwise(p, _cross_pairs(spec, p), ops, grows="n·m")
+    return formula
+
+
+def _cross_z(spec: Spec, p: Pass, layer) -> StepCost:
+    return StepCost(kind="matmul", macs=_cross_pairs(spec, p) * spec.d_head,
+                    act_bytes=p.tokens * spec.n_heads * spec.d_head * p.itemsize, grows="n·m")
+
+
 def _o(spec: Spec, p: Pass, layer) -> StepCost:
     return matmul(p, p.tokens, spec.n_heads * spec.d_head, spec.d_model, spec.o_bias)
 
@@ -223,8 +272,19 @@ BLOCK: dict[str, Formula] = {
     "attn.masked_scores": _masked,
     "attn.weights": _softmax_keys,
     "attn.z": _z,
+    "attn.position_bias": _position_bias,
     "attn.out": _o,
     "resid_mid": _residual,
+    "ln_cross.out": _norm,
+    "cross_attn.q": _cross_q,
+    "cross_attn.k": _cross_kv,
+    "cross_attn.v": _cross_kv,
+    "cross_attn.scores": _cross_scores,
+    "cross_attn.masked_scores": _cross_elementwise(1),
+    "cross_attn.weights": _cross_elementwise(SOFTMAX_OPS),
+    "cross_attn.z": _cross_z,
+    "cross_attn.out": _o,
+    "resid_cross": _residual,
     "ln2.out": _norm,
     "mlp.pre": _mlp_in,
     "mlp.up": _mlp_in,
@@ -234,72 +294,70 @@ BLOCK: dict[str, Formula] = {
 }
 
 
+CROSS = ("cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.scores", "cross_attn.masked_scores",
+         "cross_attn.weights", "cross_attn.z", "cross_attn.out")
+
+
 def block_steps(spec: Spec) -> tuple[str, ...]:
     """The block's steps in the order the engine records them."""
     rotary = ("attn.q_rot", "attn.k_rot") if spec.positions == "rotary" else ()
-    attn = ("attn.q", "attn.k", "attn.v", *rotary, "attn.scores", "attn.masked_scores", "attn.weights", "attn.z", "attn.out")
+    bias = ("attn.position_bias",) if spec.relative_bias is not None else ()
+    attn = ("attn.q", "attn.k", "attn.v", *rotary, *bias, "attn.scores", "attn.masked_scores", "attn.weights", "attn.z",
+            "attn.out")
     mlp = ("mlp.pre",) + (("mlp.up",) if spec.mlp == "gated" else ()) + ("mlp.post", "mlp.out")
+    cross = spec.cross_attention
     if spec.norm_placement == "post":
-        return attn + ("resid_mid", "ln1.out") + mlp + ("resid_post",)
+        cross_part = (*CROSS, "resid_cross", "ln_cross.out") if cross else ()
+        return attn + ("resid_mid", "ln1.out") + cross_part + mlp + ("resid_post",)
     if spec.residual == "parallel":
         return ("ln1.out",) + attn + ("ln2.out",) + mlp + ("resid_post",)
-    return ("ln1.out",) + attn + ("resid_mid", "ln2.out") + mlp + ("resid_post",)
+    cross_part = ("ln_cross.out", *CROSS, "resid_cross") if cross else ()
+    return ("ln1.out",) + attn + ("resid_mid",) + cross_part + ("ln2.out",) + mlp + ("resid_post",)
 
 
 # ---------- final norm and head ----------
 
 def _logits(spec: Spec, p: Pass, layer) -> StepCost:
-    return matmul(p, p.tokens, spec.d_model, spec.vocab_size, spec.head_bias)  # a tied head reads W_E here
+    cost = matmul(p, p.tokens, spec.d_model, spec.vocab_size, spec.head_bias)  # a tied head reads W_E here
+    if spec.logit_scale is not None:  # T5's tied head: the decoder output times d_model**-0.5 first
+        cost.elementwise += p.tokens * spec.d_model
+    return cost
 
 
 def _probs(spec: Spec, p: Pass, layer) -> StepCost:
     return elementwise(p, p.tokens * spec.vocab_size, SOFTMAX_OPS)
 
 
+def _head_dense(spec: Spec, p: Pass, layer) -> StepCost:
+    return matmul(p, p.tokens, spec.d_model, spec.d_model, True)
+
+
+def _head_act(spec: Spec, p: Pass, layer) -> StepCost:
+    return elementwise(p, p.tokens * spec.d_model, ACTIVATION_OPS[spec.head_activation])
+
+
+def _head_ln(spec: Spec, p: Pass, layer) -> StepCost:
+    return elementwise(p, p.tokens * spec.d_model, NORM_OPS["layernorm"], 2 * spec.d_model)
+
+
+def _pooled(spec: Spec, p: Pass, layer) -> StepCost:
+    """The sum over positions, a division per row (and an L2 normalisation: square, sum, divide)."""
+    per_row = 1 + (3 if spec.pooling is not None and spec.pooling.normalize else 0)
+    return StepCost(kind="elementwise", elementwise=p.tokens * spec.d_model + p.batch * spec.d_model * per_row,
+                    act_bytes=p.batch * spec.d_model * p.itemsize)
+
+
 FINAL: dict[str, Formula] = {"final_norm.out": _norm}
-HEAD: dict[str, Formula] = {"logits": _logits, "probs": _probs}
+HEAD: dict[str, Formula] = {"logits": _logits, "probs": _probs, "head.dense": _head_dense, "head.act": _head_act,
+                            "head.ln.out": _head_ln, "pooled": _pooled}
 
 
-# ---------- routes ----------
-
-@dataclass(frozen=True)
-class Stack:
-    name: str
-    steps: Callable[[Spec], tuple[str, ...]]  # which of `formulas` this spec has, in order
-    formulas: dict[str, Formula]
-    prefix: str = ""  # "blocks.{i}." for a stack repeated per layer
-
-    def per_layer(self) -> bool:
-        return "{i}" in self.prefix
+def final_steps(spec: Spec) -> tuple[str, ...]:
+    return ("final_norm.out",) if spec.final_norm else ()
 
 
-DECODER = (
-    Stack("embed", embed_steps, EMBED),
-    Stack("blocks", block_steps, BLOCK, prefix="blocks.{i}."),
-    Stack("final_norm", lambda s: ("final_norm.out",) if s.final_norm else (), FINAL),
-    Stack("head", lambda s: ("logits", "probs"), HEAD),
-)
-ROUTES: dict[str, tuple[Stack, ...]] = {"decoder": DECODER}
-
-
-def route_of(spec: Spec) -> tuple[Stack, ...]:
-    route = getattr(spec, "route", "decoder") or "decoder"
-    if route not in ROUTES:
-        raise TracerError(f"tracer cost does not count the {route} route yet", hint="counted: " + ", ".join(ROUTES))
-    return ROUTES[route]
-
-
-def pass_costs(spec: Spec, p: Pass, route: tuple[Stack, ...] | None = None,
-               layers: Sequence[int] | None = None) -> list[StepCost]:
-    """Every step of one pass, named as a run records it, in order (route: the spec's own by default;
-    layers: only these blocks, e.g. one per distinct window)."""
-    out: list[StepCost] = []
-    for stack in route if route is not None else route_of(spec):
-        chosen = (range(spec.n_layers) if layers is None else layers) if stack.per_layer() else (None,)
-        for layer in chosen:
-            prefix = stack.prefix.format(i=layer)
-            for step in stack.steps(spec):
-                cost = stack.formulas[step](spec, p, layer)
-                cost.name, cost.stack = prefix + step, stack.name
-                out.append(cost)
-    return out
+def head_steps(spec: Spec) -> tuple[str, ...]:
+    """lm: logits over the vocabulary; mlm: BERT's transform first; none: one pooled vector per row."""
+    if spec.head == "none":
+        return ("pooled",)
+    return (("head.dense", "head.act", "head.ln.out") if spec.head == "mlm" else ()) + ("logits", "probs")

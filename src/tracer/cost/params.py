@@ -1,4 +1,7 @@
-"""Parameters by group, from the Spec alone: embeddings, attention, MLP, norms, head (a tied head once)."""
+"""Parameters by group, from the Spec alone: embeddings, attention, MLP, norms, head (a tied head once).
+
+An encoder-decoder model counts both stacks; its token embedding is shared, so it is counted once.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +10,28 @@ from tracer.arch.spec import Spec
 GROUPS = ("embeddings", "attention", "mlp", "norms", "head")
 
 
+def stacks(spec: Spec) -> list[Spec]:
+    return [spec.encoder, spec] if spec.encoder is not None else [spec]
+
+
+def position_parameters(spec: Spec) -> int:
+    """One stack's learned positions (OPT and BART store `position_offset` extra rows), segment table and
+    relative-bias table."""
+    n = 0
+    if spec.positions == "learned":
+        n += (spec.max_positions + spec.position_offset) * spec.d_model
+    n += spec.token_types * spec.d_model
+    if spec.relative_bias is not None:
+        n += spec.relative_bias.num_buckets * spec.n_heads
+    return n
+
+
 def embedding_parameters(spec: Spec) -> int:
-    tokens = spec.vocab_size * spec.d_model
-    if spec.positions == "learned":  # OPT stores `position_offset` extra rows
-        return tokens + (spec.max_positions + spec.position_offset) * spec.d_model
-    return tokens
+    return spec.vocab_size * spec.d_model + sum(position_parameters(s) for s in stacks(spec))
 
 
 def attention_parameters(spec: Spec) -> int:
-    """One layer: W_q, W_k, W_v, W_o and their biases."""
+    """One layer's attention projections: W_q, W_k, W_v, W_o and their biases."""
     q, kv, d = spec.n_heads * spec.d_head, spec.n_kv_heads * spec.d_head, spec.d_model
     weights = d * q + 2 * d * kv + q * d
     return weights + (q + 2 * kv if spec.qkv_bias else 0) + (d if spec.o_bias else 0)
@@ -28,22 +44,36 @@ def mlp_parameters(spec: Spec) -> int:
     return (ins + 1) * d * f + ((ins * f + d) if spec.mlp_bias else 0)
 
 
+def norm_size(spec: Spec) -> int:
+    return spec.d_model * (2 if spec.norm == "layernorm" else 1)
+
+
 def norm_parameters(spec: Spec) -> int:
-    """Two norms per layer and the final norm: a weight (and a bias for layernorm) of d_model each."""
-    per_norm = spec.d_model * (2 if spec.norm == "layernorm" else 1)
-    return (2 * spec.n_layers + (1 if spec.final_norm else 0)) * per_norm
+    """Per stack: two norms per layer (three with cross-attention), the final norm, an embedding norm."""
+    total = 0
+    for s in stacks(spec):
+        per_layer = 3 if s.cross_attention else 2
+        total += (per_layer * s.n_layers + s.final_norm + s.embed_norm) * norm_size(s)
+    return total
 
 
 def head_parameters(spec: Spec) -> int:
-    """The unembedding; a head tied to the embedding is counted there, once."""
-    return (0 if spec.tied_embeddings else spec.d_model * spec.vocab_size) + (spec.vocab_size if spec.head_bias else 0)
+    """The unembedding (a head tied to the embedding is counted there, once), its bias, and BERT's
+    transform (dense, LayerNorm) before it; nothing for a pooled output."""
+    if spec.head == "none":
+        return 0
+    n = (0 if spec.tied_embeddings else spec.d_model * spec.vocab_size) + (spec.vocab_size if spec.head_bias else 0)
+    if spec.head == "mlm":
+        n += spec.d_model * spec.d_model + spec.d_model + 2 * spec.d_model
+    return n
 
 
 def parameter_groups(spec: Spec) -> dict[str, int]:
+    layers = [(s, s.n_layers) for s in stacks(spec)]
     return {
         "embeddings": embedding_parameters(spec),
-        "attention": spec.n_layers * attention_parameters(spec),
-        "mlp": spec.n_layers * mlp_parameters(spec),
+        "attention": sum(n * attention_parameters(s) * (2 if s.cross_attention else 1) for s, n in layers),
+        "mlp": sum(n * mlp_parameters(s) for s, n in layers),
         "norms": norm_parameters(spec),
         "head": head_parameters(spec),
     }

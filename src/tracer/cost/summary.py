@@ -1,29 +1,51 @@
-"""`tracer cost` as JSON-ready data: per-step counts, prefill against decoding, KV cache, crossover, growth."""
+"""`tracer cost` as JSON-ready data: per-step counts, prefill against decoding, KV cache, crossover, growth.
+
+One length n per row of the report. An encoder-decoder model reads an input of n positions and its
+decoder is at n: the prefill runs the encoder over n and the decoder over n (teacher-forced, as
+`tracer run` does); a decoding step at n has n positions in its self-attention cache and the encoder's
+n in its cross-attention cache. An encoder does not generate: it has no decoding step and no cache.
+"""
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Callable
 
 from tracer.arch.spec import Spec
-from tracer.cost.counts import ELEMENTWISE, Pass, StepCost, pass_costs, route_of
-from tracer.cost.params import parameter_groups, non_embedding_parameters
+from tracer.cost.counts import ELEMENTWISE, Pass, StepCost
+from tracer.cost.params import non_embedding_parameters, parameter_groups
+from tracer.cost.routes import pass_costs, route_of
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
 SEARCH_LIMIT = 1 << 40  # positions; beyond this a crossover is reported as never
 
 
 def template(name: str) -> str:
-    """blocks.3.attn.q -> blocks.{i}.attn.q"""
+    """blocks.3.attn.q -> blocks.{i}.attn.q (also under encoder. / decoder.)"""
     return re.sub(r"(^|\.)blocks\.\d+\.", r"\1blocks.{i}.", name)
 
 
+def generates(spec: Spec) -> bool:
+    return spec.route != "encoder"
+
+
+def prefill_pass(spec: Spec, n: int, batch: int, itemsize: int, dense: bool = False) -> Pass:
+    return Pass(batch, n, itemsize=itemsize, dense=dense, memory_len=n if spec.cross_attention else 0)
+
+
+def decode_pass(spec: Spec, n: int, batch: int, itemsize: int) -> Pass:
+    """One new position after n cached ones (and the encoder's n, cached, in an encoder-decoder model)."""
+    cross = spec.cross_attention
+    return Pass(batch, 1, past=n, itemsize=itemsize, memory_len=n if cross else 0, memory_cached=cross)
+
+
 def kv_cache_bytes(spec: Spec, batch: int, length: int, itemsize: int) -> int:
-    """Keys and values of `length` positions for every layer; a windowed layer keeps only its last W."""
+    """Keys and values of `length` positions for every layer (a windowed layer keeps only its last W),
+    plus, with cross-attention, the encoder's `length` positions for every decoder layer."""
     per_position = 2 * spec.n_kv_heads * spec.d_head * itemsize
     kept = sum(min(length, spec.window(i)) if spec.window(i) else length for i in range(spec.n_layers))
-    return batch * per_position * kept
+    cross = spec.n_layers * length if spec.cross_attention else 0
+    return batch * per_position * (kept + cross)
 
 
 def totals(costs: list[StepCost]) -> dict:
@@ -40,12 +62,13 @@ def totals(costs: list[StepCost]) -> dict:
 
 
 def attention_pair_flops(costs: list[StepCost]) -> int:
-    """The terms that grow with the (query, key) pairs: q·kᵀ, its scale and mask, the softmax, weights·v."""
-    return sum(c.flops for c in costs if c.grows == "n²")
+    """The terms that grow with the (query, key) pairs: q·kᵀ, its scale, bias and mask, the softmax, weights·v
+    (self-attention's n², cross-attention's n·m)."""
+    return sum(c.flops * c.repeat for c in costs if c.grows != "n")
 
 
 def mlp_flops(costs: list[StepCost]) -> int:
-    return sum(c.flops for c in costs if ".mlp." in "." + c.name)
+    return sum(c.flops * c.repeat for c in costs if ".mlp." in "." + c.name)
 
 
 def by_template(costs: list[StepCost]) -> dict[str, dict]:
@@ -78,21 +101,15 @@ def first_length(overtakes: Callable[[int], bool], limit: int = SEARCH_LIMIT) ->
 def crossovers(spec: Spec) -> dict:
     """Where attention's pair terms overtake the MLP: in a prefill of n positions (kept pairs, and the
     dense square eager code computes), and in one decoding step at position n."""
-    windows = Counter(spec.window(i) for i in range(spec.n_layers))
-    first_of = {w: next(i for i in range(spec.n_layers) if spec.window(i) == w) for w in windows}
 
-    def attention_wins(p: Pass) -> bool:  # layers differ only by their window: count one of each, weighted
-        attention = mlp = 0
-        for w, layer in first_of.items():
-            costs = [c for c in pass_costs(spec, p, layers=(layer,)) if c.stack == "blocks"]
-            attention += windows[w] * attention_pair_flops(costs)
-            mlp += windows[w] * mlp_flops(costs)
-        return attention > mlp
+    def attention_wins(p: Pass) -> bool:  # layers differ only by their window: one of each, weighted
+        costs = [c for c in pass_costs(spec, p, one_per_window=True) if c.stack.endswith("blocks")]
+        return attention_pair_flops(costs) > mlp_flops(costs)
 
     return {
-        "prefill": first_length(lambda n: attention_wins(Pass(1, n))),
-        "prefill_dense": first_length(lambda n: attention_wins(Pass(1, n, dense=True))),
-        "decode": first_length(lambda n: attention_wins(Pass(1, 1, past=n))),
+        "prefill": first_length(lambda n: attention_wins(prefill_pass(spec, n, 1, 4))),
+        "prefill_dense": first_length(lambda n: attention_wins(prefill_pass(spec, n, 1, 4, dense=True))),
+        "decode": first_length(lambda n: attention_wins(decode_pass(spec, n, 1, 4))) if generates(spec) else None,
     }
 
 
@@ -102,24 +119,33 @@ def max_positions(spec: Spec) -> int | None:
 
 def passes_at(spec: Spec, n: int, batch: int, itemsize: int) -> dict:
     """Prefill of n positions; one decoding step at position n with a KV cache of n, and without (the whole
-    n + 1 positions again)."""
-    prefill = totals(pass_costs(spec, Pass(batch, n, itemsize=itemsize)))
-    cached = totals(pass_costs(spec, Pass(batch, 1, past=n, itemsize=itemsize)))
-    cached["kv_cache_read_bytes"] = kv_cache_bytes(spec, batch, n + 1, itemsize)  # every kept key and value, once
-    uncached = totals(pass_costs(spec, Pass(batch, n + 1, itemsize=itemsize)))
-    for t, new in ((prefill, batch * n), (cached, batch), (uncached, batch)):
-        t["new_tokens"] = new
-        t["bytes_read"] = t["weight_bytes"] + t.get("kv_cache_read_bytes", 0)
-        t["flops_per_byte_read"] = t["flops"] / t["bytes_read"] if t["bytes_read"] else None
-    return {"position": n, "prefill": prefill, "decode_cached": cached, "decode_uncached": uncached}
+    n + 1 positions again). An encoder has only the first."""
+    prefill = totals(pass_costs(spec, prefill_pass(spec, n, batch, itemsize)))
+    prefill["new_tokens"] = batch * n
+    out = {"position": n, "prefill": prefill, "decode_cached": None, "decode_uncached": None}
+    if generates(spec):
+        cached = totals(pass_costs(spec, decode_pass(spec, n, batch, itemsize)))
+        cached["kv_cache_read_bytes"] = kv_cache_bytes(spec, batch, n + 1, itemsize)  # every kept key and value once
+        uncached = totals(pass_costs(spec, Pass(batch, n + 1, itemsize=itemsize,
+                                                memory_len=n if spec.cross_attention else 0)))
+        cached["new_tokens"] = uncached["new_tokens"] = batch
+        out.update(decode_cached=cached, decode_uncached=uncached)
+    for t in (out["prefill"], out["decode_cached"], out["decode_uncached"]):
+        if t is not None:
+            t["bytes_read"] = t["weight_bytes"] + t.get("kv_cache_read_bytes", 0)
+            t["flops_per_byte_read"] = t["flops"] / t["bytes_read"] if t["bytes_read"] else None
+    return out
 
 
-def rule_2n(spec: Spec, n: int, itemsize: int) -> dict:
+def rule_2n(spec: Spec, n: int, itemsize: int) -> dict | None:
     """Prefill FLOPs per token against 2·N_non-embedding: the blocks' matrix products with weights are
-    exactly 2·(their weights) per token; attention's pairs and the head come on top; the rest is small."""
+    exactly 2·(their weights) per token; attention's pairs and the head come on top; the rest is small.
+    Not for an encoder-decoder model, whose tokens each pass through one of its two stacks."""
+    if spec.cross_attention:
+        return None
     costs = pass_costs(spec, Pass(1, n, itemsize=itemsize))
     total = sum(c.flops for c in costs)
-    block_mm = sum(2 * c.macs for c in costs if c.stack == "blocks" and c.grows != "n²")
+    block_mm = sum(2 * c.macs for c in costs if c.stack == "blocks" and c.grows == "n")
     pair = attention_pair_flops(costs)
     head = sum(c.flops for c in costs if c.stack == "head")
     return {
@@ -136,14 +162,14 @@ def rule_2n(spec: Spec, n: int, itemsize: int) -> dict:
 
 def model_summary(spec: Spec) -> dict:
     windows = [spec.window(i) for i in range(spec.n_layers)]
-    windowed = [w for w in windows if w]
     return {
-        "family": spec.family, "d_model": spec.d_model, "n_layers": spec.n_layers, "n_heads": spec.n_heads,
-        "n_kv_heads": spec.n_kv_heads, "d_head": spec.d_head, "d_ff": spec.d_ff, "vocab": spec.vocab_size,
-        "mlp": spec.mlp, "activation": spec.activation, "attention": spec.attention_kind, "residual": spec.residual,
-        "norm": spec.norm, "positions": spec.positions, "tied_embeddings": spec.tied_embeddings,
-        "causal": spec.causal, "windows": windows,
-        "windowed_layers": len(windowed), "max_positions": max_positions(spec),
+        "family": spec.family, "route": spec.route, "d_model": spec.d_model, "n_layers": spec.n_layers,
+        "encoder_layers": spec.encoder.n_layers if spec.encoder is not None else None,
+        "n_heads": spec.n_heads, "n_kv_heads": spec.n_kv_heads, "d_head": spec.d_head, "d_ff": spec.d_ff,
+        "vocab": spec.vocab_size, "mlp": spec.mlp, "activation": spec.activation, "attention": spec.attention_kind,
+        "residual": spec.residual, "norm": spec.norm, "positions": spec.positions, "head": spec.head,
+        "tied_embeddings": spec.tied_embeddings, "causal": spec.causal, "windows": windows,
+        "windowed_layers": sum(1 for w in windows if w), "max_positions": max_positions(spec),
     }
 
 
@@ -155,13 +181,14 @@ def cost_report(spec: Spec, tokens: list[int], batch: int = 1, dtype: str = "flo
     groups = parameter_groups(spec)
     total = sum(groups.values())
     limit = max_positions(spec)
-    prefill_steps = by_template(pass_costs(spec, Pass(batch, n, itemsize=itemsize)))
-    decode_steps = by_template(pass_costs(spec, Pass(batch, 1, past=n, itemsize=itemsize)))
+    prefill_steps = by_template(pass_costs(spec, prefill_pass(spec, n, batch, itemsize)))
+    decode_steps = by_template(pass_costs(spec, decode_pass(spec, n, batch, itemsize))) if generates(spec) else {}
     steps = []
     for key, row in prefill_steps.items():
-        d = decode_steps[key]
-        steps.append({**row, "decode_flops": d["flops"], "decode_weight_bytes": d["weight_bytes"],
-                      "decode_act_bytes": d["act_bytes"]})
+        d = decode_steps.get(key)  # None: no decoding (an encoder), or the step does not run (the encoder stack)
+        steps.append({**row, "decode_flops": d["flops"] if d else None,
+                      "decode_weight_bytes": d["weight_bytes"] if d else None,
+                      "decode_act_bytes": d["act_bytes"] if d else None})
     growth = []
     for t in tokens:
         at = passes_at(spec, t, batch, itemsize)
@@ -169,8 +196,9 @@ def cost_report(spec: Spec, tokens: list[int], batch: int = 1, dtype: str = "flo
         growth.append({
             "tokens": t, "prefill_flops": pre["flops"], "prefill_flops_per_token": pre["flops"] / (batch * t),
             "attention_share": pre["attention_pair_flops"] / pre["flops"],
-            "decode_cached_flops": at["decode_cached"]["flops"], "decode_uncached_flops": at["decode_uncached"]["flops"],
-            "kv_cache_bytes": kv_cache_bytes(spec, batch, t, itemsize),
+            "decode_cached_flops": at["decode_cached"]["flops"] if at["decode_cached"] else None,
+            "decode_uncached_flops": at["decode_uncached"]["flops"] if at["decode_uncached"] else None,
+            "kv_cache_bytes": kv_cache_bytes(spec, batch, t, itemsize) if generates(spec) else None,
             "beyond_max_positions": limit is not None and t > limit,
         })
     return {
@@ -183,11 +211,12 @@ def cost_report(spec: Spec, tokens: list[int], batch: int = 1, dtype: str = "flo
         "parameters": {"groups": [{"group": g, "parameters": p, "share": p / total if total else 0.0,
                                    "bytes": p * itemsize} for g, p in groups.items()],
                        "total": total, "non_embedding": non_embedding_parameters(spec),
-                       "tied_head": spec.tied_embeddings},
+                       "tied_head": spec.tied_embeddings and spec.head != "none"},
         "steps": {"tokens": n, "rows": steps},
         "passes": passes_at(spec, n, batch, itemsize),
-        "kv_cache": {"bytes_per_token": kv_cache_bytes(spec, 1, 1, itemsize),
-                     "at": [{"tokens": t, "bytes": kv_cache_bytes(spec, batch, t, itemsize)} for t in tokens]},
+        "kv_cache": ({"bytes_per_token": kv_cache_bytes(spec, 1, 1, itemsize),
+                      "at": [{"tokens": t, "bytes": kv_cache_bytes(spec, batch, t, itemsize)} for t in tokens]}
+                     if generates(spec) else None),
         "crossover": crossovers(spec),
         "rule_2n": rule_2n(spec, n, itemsize),
         "growth": growth,

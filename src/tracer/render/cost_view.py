@@ -71,8 +71,9 @@ class Fitted:
 def _model_line(r: dict) -> PairsLine:
     m = r["model"]
     windows = f"{m['windowed_layers']} of {m['n_layers']} layers" if m["windowed_layers"] else "none"
+    layers = str(m["n_layers"]) if m["encoder_layers"] is None else f"{m['encoder_layers']} + {m['n_layers']}"
     return PairsLine([
-        ("d_model", str(m["d_model"])), ("layers", str(m["n_layers"])), ("heads", str(m["n_heads"])),
+        ("route", m["route"]), ("d_model", str(m["d_model"])), ("layers", layers), ("heads", str(m["n_heads"])),
         ("kv heads", str(m["n_kv_heads"])), ("d_head", str(m["d_head"])), ("d_ff", f"{m['d_ff']} {m['mlp']}"),
         ("vocab", str(m["vocab"])), ("sliding windows", windows),
         ("batch", str(r["batch"])), ("dtype", f"{r['dtype']} ({r['itemsize']} bytes)"),
@@ -110,9 +111,11 @@ def render_steps(r: dict, number: int) -> Group:
                f"written; decode: FLOPs of one decoding step at position {n} with a KV cache.")
     narrow = (f"FLOPs = 2·MACs + elementwise. weights: bytes read; decode: one decoding step at position {n} with "
               "a KV cache. A wider terminal adds MACs and bytes written.")
-    layers = r["model"]["n_layers"]
-    intro = (f"A prefill of {n} positions × batch {r['batch']}; blocks.{{i}} rows are summed over the {layers} layers. "
-             "n² rows grow with the (query, key) pairs the mask keeps.")
+    m = r["model"]
+    layers = f"the {m['n_layers']} layers" if m["encoder_layers"] is None else "their stack's layers"
+    intro = (f"A prefill of {n} positions × batch {r['batch']}; blocks.{{i}} rows are summed over {layers}. "
+             "n² rows grow with the (query, key) pairs the mask keeps" + ("; n·m rows with decoder × encoder positions."
+                                                                          if m["route"] == "encoder-decoder" else "."))
     return Group(heading(number, f"Each step at {n} tokens", intro), fitted(columns, r["steps"]["rows"], caption, narrow))
 
 
@@ -120,7 +123,8 @@ def render_passes(r: dict, number: int) -> Group:
     a = r["passes"]
     n = a["position"]
     rows = [{"label": label, **a[key]} for label, key in
-            (("prefill", "prefill"), ("decode, KV cache", "decode_cached"), ("decode, no cache", "decode_uncached"))]
+            (("prefill", "prefill"), ("decode, KV cache", "decode_cached"), ("decode, no cache", "decode_uncached"))
+            if a[key] is not None]
     columns: list[Column] = [
         ("pass", lambda x: x["label"], True),
         ("new", lambda x: str(x["new_tokens"]), False),
@@ -133,10 +137,18 @@ def render_passes(r: dict, number: int) -> Group:
     caption = ("new: tokens produced; attn n²: share of the FLOPs in attention's pair terms; weights and "
                "KV read: bytes read; FLOPs/B: FLOPs per byte read.")
     narrow = "weights and KV read: bytes read; FLOPs/B: FLOPs per byte read. A wider terminal adds more."
-    intro = (f"Prefill: {n} positions at once. Decoding at position {n}: with a cache, one new query against "
-             f"{n + 1} keys; without one, all {n + 1} positions again. Few FLOPs per byte read: memory bound.")
-    return Group(heading(number, f"Prefill against one decoding step at position {n}", intro),
-                 fitted(columns, rows, caption, narrow))
+    route = r["model"]["route"]
+    if route == "encoder":
+        intro = f"An encoder reads all {n} positions at once and does not generate: no decoding step, no cache."
+        title = f"One pass over {n} positions"
+    else:
+        intro = (f"Prefill: {n} positions at once. Decoding at position {n}: with a cache, one new query against "
+                 f"{n + 1} keys; without one, all {n + 1} positions again. Few FLOPs per byte read: memory bound.")
+        if route == "encoder-decoder":
+            intro += (f" Encoder-decoder: the input is {n} positions too; the prefill runs the encoder and the decoder "
+                      "over them, a decoding step reads the encoder's keys and values from the cross-attention cache.")
+        title = f"Prefill against one decoding step at position {n}"
+    return Group(heading(number, title, intro), fitted(columns, rows, caption, narrow))
 
 
 def render_growth(r: dict, number: int) -> Group:
@@ -158,9 +170,12 @@ def render_growth(r: dict, number: int) -> Group:
               "the cache's bytes. A wider terminal adds more.")
     t = fitted(columns, r["growth"], caption, narrow)
     beyond = any(g["beyond_max_positions"] for g in r["growth"])
-    kv = r["kv_cache"]["bytes_per_token"]
-    lines = [t, Text(f"KV cache: {size(kv)} per token per sequence ({kv:,} bytes)"
-                     + (", windowed layers keep only their last W positions" if r["model"]["windowed_layers"] else ""))]
+    lines: list = [t]
+    if r["kv_cache"] is not None:
+        kv = r["kv_cache"]["bytes_per_token"]
+        cross = " (self-attention and the encoder's, for cross-attention)" if r["model"]["route"] == "encoder-decoder" else ""
+        lines.append(Text(f"KV cache: {size(kv)} per token per sequence{cross} ({kv:,} bytes)"
+                          + (", windowed layers keep only their last W positions" if r["model"]["windowed_layers"] else "")))
     if beyond:
         lines.append(Text(f"* beyond the model's {r['model']['max_positions']} positions", style=WARN))
     lines += _crossover_lines(r)
@@ -174,15 +189,17 @@ def _crossover_lines(r: dict) -> list[Text]:
     def at(n):
         return f"from {n:,} tokens" if n is not None else "never (sliding windows cap the keys)"
 
-    return [
-        Text(f"attention's n² terms overtake the MLP: prefill {at(c['prefill'])} "
-             f"(dense square, as eager code computes it: {at(c['prefill_dense'])}); "
-             f"one decoding step {'at position ' + format(c['decode'], ',') if c['decode'] is not None else 'never'}"),
-    ]
+    text = (f"attention's n² terms overtake the MLP: prefill {at(c['prefill'])} "
+            f"(dense square, as eager code computes it: {at(c['prefill_dense'])})")
+    if r["model"]["route"] != "encoder":
+        text += f"; one decoding step {'at position ' + format(c['decode'], ',') if c['decode'] is not None else 'never'}"
+    return [Text(text)]
 
 
 def _rule_lines(r: dict) -> list[Text]:
     x = r["rule_2n"]
+    if x is None:  # encoder-decoder: each token passes through one of the two stacks
+        return []
     return [Text(
         f"2·N rule at {x['tokens']} tokens, per token: 2·N_non-embedding = {si(x['two_n'])}; counted: "
         f"block matmuls {si(x['block_matmul_flops_per_token'])} + attention n² {si(x['attention_pair_flops_per_token'])} "

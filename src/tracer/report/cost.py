@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from tracer.arch.spec import RopeSpec, Spec
-from tracer.cost.counts import Pass, pass_costs
+from tracer.arch.spec import PoolingSpec, RelativeBiasSpec, RopeSpec, Spec
+from tracer.cost.counts import Pass
+from tracer.cost.routes import pass_costs
 from tracer.cost.summary import DTYPE_BYTES, template
 from tracer.errors import TracerError
 
@@ -16,8 +17,11 @@ def spec_from_dict(d: dict) -> Spec:
     """A Spec back from a trace's metadata (Spec.to_dict), ignoring fields this version does not know."""
     known = {f.name for f in fields(Spec)}
     kw = {k: v for k, v in d.items() if k in known}
-    if kw.get("rope"):
-        kw["rope"] = RopeSpec(**kw["rope"])
+    for name, kind in (("rope", RopeSpec), ("relative_bias", RelativeBiasSpec), ("pooling", PoolingSpec)):
+        if kw.get(name):
+            kw[name] = kind(**kw[name])
+    if kw.get("encoder"):
+        kw["encoder"] = spec_from_dict(kw["encoder"])
     kw["sliding_window"] = tuple(kw.get("sliding_window") or ())
     return Spec(**kw)
 
@@ -32,9 +36,12 @@ def measured_cost(trace, spec: Spec) -> dict:
     if not timed:
         return {"rows": [], "slowest": [], "steps": [], "total_seconds": 0.0, "total_flops": 0, "note": None}
     batch, q_len = trace.step("input.ids").shape
+    memory = 0
+    if spec.cross_attention:  # the decoder's pass, reading the encoder's input.ids positions
+        memory, q_len = q_len, trace.step("input.decoder_ids").shape[1]
     itemsize = DTYPE_BYTES.get(str(trace.meta.get("dtype")), 4)
     try:
-        flops = {c.name: c.flops for c in pass_costs(spec, Pass(batch, q_len, itemsize=itemsize, dense=True))}
+        flops = {c.name: c.flops for c in pass_costs(spec, Pass(batch, q_len, itemsize=itemsize, dense=True, memory_len=memory))}
         note = "embed.tokens includes computing the rotary cos/sin tables" if spec.positions == "rotary" else None
     except TracerError as exc:  # a route tracer cost does not count yet: the times alone
         flops, note = {}, exc.message

@@ -1,10 +1,11 @@
-"""Cross-attention and mixture-of-experts formulas, by hand (no adapter produces these routes yet)."""
+"""Mixture-of-experts formulas, by hand (no adapter produces MoE specs yet)."""
 
 from __future__ import annotations
 
 from tracer.arch.spec import Spec
-from tracer.cost.counts import BLOCK, DECODER, Pass, Stack, block_steps, pass_costs
-from tracer.cost.extra import (MoE, cross_attention_formulas, cross_kv_cache_bytes, moe_formulas, moe_parameters)
+from tracer.cost.counts import BLOCK, Pass, block_steps
+from tracer.cost.moe import MoE, moe_formulas, moe_parameters
+from tracer.cost.routes import SINGLE, Stack, pass_costs
 
 
 def small(**over) -> Spec:
@@ -14,26 +15,6 @@ def small(**over) -> Spec:
                   activation="relu")
     fields.update(over)
     return Spec(**fields)
-
-
-def test_cross_attention_prefill_by_hand():
-    f = cross_attention_formulas(enc_len=5, kv_cached=False)
-    s, p = small(), Pass(batch=2, q_len=3)
-    assert f["cross_attn.q"](s, p, 0).macs == 2 * 3 * 8 * 8  # decoder positions * d_model * heads*d_head
-    assert f["cross_attn.k"](s, p, 0).macs == 2 * 5 * 8 * 4  # encoder positions * d_model * kv_heads*d_head
-    # every decoder query against every encoder position: 3 * 5 pairs per row and head
-    assert f["cross_attn.scores"](s, p, 0).macs == 2 * 4 * 15 * 2
-    assert f["cross_attn.z"](s, p, 0).macs == 2 * 4 * 15 * 2
-    assert f["cross_attn.weights"](s, p, 0).elementwise == 2 * 4 * 15 * 5
-    assert f["cross_attn.out"](s, p, 0).macs == 2 * 3 * 8 * 8
-
-
-def test_cross_attention_decoding_reads_the_encoders_keys_from_the_cache():
-    f = cross_attention_formulas(enc_len=5, kv_cached=True)
-    s, p = small(), Pass(batch=1, q_len=1, past=7)
-    assert f["cross_attn.k"](s, p, 0).flops == 0 and f["cross_attn.v"](s, p, 0).weight_bytes == 0
-    assert f["cross_attn.scores"](s, p, 0).macs == 4 * 5 * 2  # one query, all 5 encoder keys: past does not matter
-    assert cross_kv_cache_bytes(s, batch=1, enc_len=5, itemsize=4) == 2 * 2 * 2 * 2 * 5 * 4
 
 
 def test_moe_by_hand():
@@ -61,7 +42,7 @@ def test_a_route_is_extended_by_stacks_of_formulas():
         return tuple(s for s in block_steps(spec) if not s.startswith("mlp.")) + tuple(moe_formulas(moe))
 
     route = tuple(Stack("blocks", steps, {**BLOCK, **moe_formulas(moe)}, prefix="blocks.{i}.") if st.name == "blocks"
-                  else st for st in DECODER)
+                  else st for st in SINGLE)
     spec = small(mlp="gated", activation="silu")
     costs = {c.name: c for c in pass_costs(spec, Pass(1, 3), route=route)}
     assert "blocks.1.mlp.pre" not in costs and "logits" in costs

@@ -1,7 +1,7 @@
-"""Formulas for routes no adapter produces yet: cross-attention (encoder-decoder) and mixture-of-experts MLPs.
+"""Mixture-of-experts MLPs, which no adapter produces yet: a router picks top_k of n_experts MLPs per token.
 
-They plug into a `Stack` like the decoder's formulas: each returns a dict step -> Formula over the same
-(spec, pass, layer) arguments, so a route is extended by merging dicts and listing the steps.
+The formulas plug into a `Stack` like the others (routes.py): a dict step -> Formula over the same
+(spec, pass, layer) arguments, so MoE blocks are the block formulas with these in place of the MLP's.
 """
 
 from __future__ import annotations
@@ -9,63 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracer.arch.spec import Spec
-from tracer.cost.counts import (ACTIVATION_OPS, SOFTMAX_OPS, Formula, Pass, StepCost, elementwise, matmul)
-from tracer.cost.params import attention_parameters
-
-# ---------- cross-attention: queries from the decoder, keys and values from the encoder ----------
-
-
-def cross_attention_formulas(enc_len: int, kv_cached: bool) -> dict[str, Formula]:
-    """`decoder.blocks.{i}.cross_attn.*` for a decoder pass `p` over an encoder output of enc_len positions.
-
-    The encoder's keys and values are projected once per input (the prefill); a decoding step reads them
-    from the cross-attention cache (`kv_cached`), so its k and v cost nothing but that read. Every decoder
-    query sees every encoder position (no causal mask): pairs = q_len · enc_len per row and head.
-    """
-
-    def q(spec: Spec, p: Pass, layer) -> StepCost:
-        return matmul(p, p.tokens, spec.d_model, spec.n_heads * spec.d_head, spec.qkv_bias)
-
-    def kv(spec: Spec, p: Pass, layer) -> StepCost:
-        if kv_cached:
-            return StepCost(kind="matmul")
-        return matmul(p, p.batch * enc_len, spec.d_model, spec.n_kv_heads * spec.d_head, spec.qkv_bias)
-
-    def n_pairs(spec: Spec, p: Pass) -> int:
-        return p.batch * spec.n_heads * p.q_len * enc_len
-
-    def scores(spec: Spec, p: Pass, layer) -> StepCost:
-        n = n_pairs(spec, p)
-        return StepCost(kind="matmul", macs=n * spec.d_head, elementwise=n, act_bytes=n * p.itemsize, grows="n·m")
-
-    def masked(spec: Spec, p: Pass, layer) -> StepCost:
-        return elementwise(p, n_pairs(spec, p), 1, grows="n·m")
-
-    def weights(spec: Spec, p: Pass, layer) -> StepCost:
-        return elementwise(p, n_pairs(spec, p), SOFTMAX_OPS, grows="n·m")
-
-    def z(spec: Spec, p: Pass, layer) -> StepCost:
-        return StepCost(kind="matmul", macs=n_pairs(spec, p) * spec.d_head,
-                        act_bytes=p.tokens * spec.n_heads * spec.d_head * p.itemsize, grows="n·m")
-
-    def out(spec: Spec, p: Pass, layer) -> StepCost:
-        return matmul(p, p.tokens, spec.n_heads * spec.d_head, spec.d_model, spec.o_bias)
-
-    return {"cross_attn.q": q, "cross_attn.k": kv, "cross_attn.v": kv, "cross_attn.scores": scores,
-            "cross_attn.masked_scores": masked, "cross_attn.weights": weights, "cross_attn.z": z, "cross_attn.out": out}
-
-
-def cross_attention_parameters(spec: Spec) -> int:
-    """One layer's cross-attention projections: the same shapes as self-attention's."""
-    return attention_parameters(spec)
-
-
-def cross_kv_cache_bytes(spec: Spec, batch: int, enc_len: int, itemsize: int) -> int:
-    """The encoder's keys and values, cached once per input for every decoder layer."""
-    return batch * spec.n_layers * 2 * spec.n_kv_heads * spec.d_head * enc_len * itemsize
-
-
-# ---------- mixture of experts: a router picks top_k of n_experts MLPs per token ----------
+from tracer.cost.counts import ACTIVATION_OPS, SOFTMAX_OPS, Formula, Pass, StepCost, matmul
 
 
 @dataclass(frozen=True)
