@@ -13,9 +13,7 @@ from tracer.errors import TracerError
 
 COST_HELP = """Count what the model costs, from config.json alone (no weights are read).
 
-Parameters by group; per step multiply-adds, FLOPs, weights read and activations written; a prefill of n
-positions against one decoding step at position n (with and without a KV cache); KV cache bytes; where
-attention's n² terms overtake the MLP; a growth table over --tokens.
+Parameters by group; per step multiply-adds, FLOPs, weights read and activations written; a prefill of n positions against one decoding step at position n (with and without a KV cache); KV cache bytes; where attention's n² terms overtake the MLP; a growth table over --tokens.
 
 Examples:
 
