@@ -160,3 +160,13 @@ def test_narrow_terminals_keep_the_essential_columns():
     assert "A wider terminal adds MACs and bytes written" in " ".join(narrow.split())
     assert max(len(line) for line in narrow.splitlines()) <= 60
     assert re.search(r"^ blocks\.\{i\}\.attn\.scores\s", narrow, re.M)  # step names stay whole
+
+
+def test_run_cost_on_the_html_page(tmp_path):
+    page = tmp_path / "run.html"
+    result = invoke("run", "--model", model_dir("llama"), "--ids", "5,17,42", "--cost", "--only", "model,cost",
+                    "--export-html", page)
+    assert result.exit_code == 0, result.output
+    text = page.read_text(encoding="utf-8")
+    assert "cost: time and FLOPs per step" in text and text.count('<tr class="target">') == 3
+    assert "blocks.{i}.mlp.pre" in text

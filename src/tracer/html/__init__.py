@@ -8,7 +8,7 @@ shown as its data, folded, so a newer report never breaks the page.
 
 from __future__ import annotations
 
-from tracer.html import attention, card, distribution, flow, lens, mask, pooled, tokens, values
+from tracer.html import attention, card, cost, distribution, flow, lens, mask, pooled, tokens, values
 from tracer.html.page import build_sections, document
 
 RUN_SECTIONS = {
@@ -21,6 +21,7 @@ RUN_SECTIONS = {
     "top_k": distribution.section,
     "pooled": pooled.section,
     "lens": lens.section,
+    "cost": cost.section,
 }
 
 __all__ = ["RUN_SECTIONS", "run_page", "diff_page"]
