@@ -21,6 +21,14 @@ after the final norm.
 Steps computed inside a function rather than a module (q_rot/k_rot, scores,
 masked_scores, probs) have no entry; `hf_module` gives None for them.
 
+Encoder-only families (bert, roberta) are mapped as their *ForMaskedLM
+models name modules (`bert.encoder.layer.3...`); a headless BertModel /
+RobertaModel has the same tree without the `bert.` / `roberta.` prefix
+(HEADLESS_PREFIX; pass `headless=True`). Encoder-decoder families (t5, bart)
+prefix step names with `encoder.` / `decoder.`; the decoder's cross-attention
+steps are `decoder.blocks.{i}.cross_attn.*`. `output[2]` is the third element
+of a returned tuple (T5Attention returns (out, position_bias, weights)).
+
 Kept free of torch so the engine and `tracer diff --names hf` can use it.
 """
 
@@ -38,7 +46,16 @@ FUSED_QKV: dict[str, str] = {"gpt2": "blocks", "phi3": "blocks", "gpt_neox": "pe
 # Steps that exist only under a config condition: (family, template) -> (config field, required value).
 CONDITIONS: dict[tuple[str, str], tuple[str, object]] = {
     ("gpt_neox", "blocks.{i}.resid_mid"): ("use_parallel_residual", False),
+    ("t5", "encoder.blocks.{i}.mlp.up"): ("is_gated_act", True),
+    ("t5", "decoder.blocks.{i}.mlp.up"): ("is_gated_act", True),
 }
+
+# What a headless encoder (BertModel, RobertaModel: no head) lacks in front of every module path.
+HEADLESS_PREFIX: dict[str, str] = {"bert": "bert.", "roberta": "roberta."}
+
+# Families with encoder and decoder stacks (step names prefixed `encoder.` / `decoder.`), and encoder-only ones.
+ENCODER_DECODER = ("t5", "bart")
+ENCODER_ONLY = ("bert", "roberta")
 
 
 def _llama_like(*, fused_qkv: bool = False, fused_gate_up: bool = False, embed_tokens: bool = True) -> dict[str, Source]:
@@ -139,6 +156,122 @@ _OPT: dict[str, Source] = {
     "logits": ("lm_head", "output"),
 }
 
+def _bert_like(base: str, head: dict[str, Source]) -> dict[str, Source]:
+    """BERT / RoBERTa (post-norm): the *ForMaskedLM module tree; `head` holds the MLM head's entries."""
+    layer = f"{base}.encoder.layer.{{i}}"
+    names: dict[str, Source] = {
+        "embed.tokens": (f"{base}.embeddings.word_embeddings", "output"),
+        "embed.positions": (f"{base}.embeddings.position_embeddings", "output"),
+        "embed.token_types": (f"{base}.embeddings.token_type_embeddings", "output"),
+        "embed.out": (f"{base}.embeddings", "output"),  # LayerNorm(tokens + types + positions), dropout off
+        "blocks.{i}.attn.q": (f"{layer}.attention.self.query", "output"),
+        "blocks.{i}.attn.k": (f"{layer}.attention.self.key", "output"),
+        "blocks.{i}.attn.v": (f"{layer}.attention.self.value", "output"),
+        "blocks.{i}.attn.mask": (f"{layer}.attention.self", "kwarg:attention_mask"),
+        "blocks.{i}.attn.weights": (f"{layer}.attention.self", "output[1]"),
+        "blocks.{i}.attn.z": (f"{layer}.attention.output.dense", "input[0]"),
+        "blocks.{i}.attn.out": (f"{layer}.attention.output.dense", "output"),  # before residual and LayerNorm
+        "blocks.{i}.resid_mid": (f"{layer}.attention.output.LayerNorm", "input[0]"),
+        "blocks.{i}.ln1.out": (f"{layer}.attention.output.LayerNorm", "output"),
+        "blocks.{i}.mlp.pre": (f"{layer}.intermediate.dense", "output"),
+        "blocks.{i}.mlp.post": (f"{layer}.intermediate", "output"),
+        "blocks.{i}.mlp.out": (f"{layer}.output.dense", "output"),  # before residual and LayerNorm
+        "blocks.{i}.resid_post": (layer, "output"),  # = output.LayerNorm output = hidden_states[i+1]
+    }
+    return names | head
+
+
+_BERT_HEAD: dict[str, Source] = {
+    "head.dense": ("cls.predictions.transform.dense", "output"),
+    "head.act": ("cls.predictions.transform.transform_act_fn", "output"),  # config.hidden_act
+    "head.ln.out": ("cls.predictions.transform.LayerNorm", "output"),
+    "logits": ("cls.predictions.decoder", "output"),  # tied to word_embeddings; bias = cls.predictions.bias
+}
+
+_ROBERTA_HEAD: dict[str, Source] = {
+    "head.dense": ("lm_head.dense", "output"),
+    "head.act": ("lm_head.layer_norm", "input[0]"),  # exact-erf gelu() as a function, whatever hidden_act says
+    "head.ln.out": ("lm_head.layer_norm", "output"),
+    "logits": ("lm_head.decoder", "output"),  # tied to word_embeddings; bias = lm_head.bias
+}
+
+
+def _t5() -> dict[str, Source]:
+    """T5 v1.0 / v1.1 (pre-norm, RMS norm, relative position bias computed in block 0 and shared)."""
+    names: dict[str, Source] = {}
+    for stack in ("encoder", "decoder"):
+        block = f"{stack}.block.{{i}}"
+        attn = f"{block}.layer.0.SelfAttention"
+        ff = f"{block}.layer.{2 if stack == 'decoder' else 1}"
+        step = f"{stack}.blocks.{{i}}"
+        names[f"{stack}.embed.tokens"] = (f"{stack}.embed_tokens", "output")
+        names[f"{stack}.embed.out"] = (f"{stack}.block.0", "input[0]")  # no scale, no positions; dropout off
+        names[f"{step}.ln1.out"] = (f"{block}.layer.0.layer_norm", "output")
+        for part in ("q", "k", "v"):
+            names[f"{step}.attn.{part}"] = (f"{attn}.{part}", "output")
+        names[f"{step}.attn.position_bias"] = (attn, "output[1]")  # bias only; block 0's, passed on unchanged
+        names[f"{step}.attn.mask"] = (attn, "kwarg:mask")
+        names[f"{step}.attn.weights"] = (attn, "output[2]")
+        names[f"{step}.attn.z"] = (f"{attn}.o", "input[0]")
+        names[f"{step}.attn.out"] = (attn, "output")
+        names[f"{step}.resid_mid"] = (f"{block}.layer.0", "output")
+        if stack == "decoder":
+            cross = f"{block}.layer.1.EncDecAttention"
+            names[f"{step}.ln_cross.out"] = (f"{block}.layer.1.layer_norm", "output")
+            for part in ("q", "k", "v"):  # k, v from encoder.final_norm.out
+                names[f"{step}.cross_attn.{part}"] = (f"{cross}.{part}", "output")
+            names[f"{step}.cross_attn.mask"] = (cross, "kwarg:mask")
+            names[f"{step}.cross_attn.weights"] = (cross, "output[2]")
+            names[f"{step}.cross_attn.z"] = (f"{cross}.o", "input[0]")
+            names[f"{step}.cross_attn.out"] = (cross, "output")
+            names[f"{step}.resid_cross"] = (f"{block}.layer.1", "output")
+        names[f"{step}.ln2.out"] = (f"{ff}.layer_norm", "output")
+        names[f"{step}.mlp.pre"] = (f"{ff}.DenseReluDense.act", "input[0]")  # wi (v1.0) or wi_0 (gated) output
+        names[f"{step}.mlp.up"] = (f"{ff}.DenseReluDense.wi_1", "output")  # gated only (CONDITIONS)
+        names[f"{step}.mlp.post"] = (f"{ff}.DenseReluDense.wo", "input[0]")
+        names[f"{step}.mlp.out"] = (f"{ff}.DenseReluDense", "output")
+        names[f"{step}.resid_post"] = (block, "output")
+        names[f"{stack}.final_norm.out"] = (f"{stack}.final_layer_norm", "output")
+    names["logits"] = ("lm_head", "output")  # input scaled by d_model**-0.5 when config.scale_decoder_outputs
+    return names
+
+
+def _bart() -> dict[str, Source]:
+    """BART (post-norm, learned positions offset by 2, embedding LayerNorm, no final norm)."""
+    names: dict[str, Source] = {}
+    for stack in ("encoder", "decoder"):
+        base = f"model.{stack}"
+        layer = f"{base}.layers.{{i}}"
+        step = f"{stack}.blocks.{{i}}"
+        # no embed.tokens: embed_tokens already multiplies by sqrt(d_model) (scale_embedding), like gemma
+        names[f"{stack}.embed.positions"] = (f"{base}.embed_positions", "output")
+        names[f"{stack}.embed.out"] = (f"{base}.layernorm_embedding", "output")
+        for part in ("q", "k", "v"):
+            names[f"{step}.attn.{part}"] = (f"{layer}.self_attn.{part}_proj", "output")
+        names[f"{step}.attn.mask"] = (f"{layer}.self_attn", "kwarg:attention_mask")
+        names[f"{step}.attn.weights"] = (f"{layer}.self_attn", "output[1]")
+        names[f"{step}.attn.z"] = (f"{layer}.self_attn.out_proj", "input[0]")
+        names[f"{step}.attn.out"] = (f"{layer}.self_attn", "output")
+        names[f"{step}.resid_mid"] = (f"{layer}.self_attn_layer_norm", "input[0]")
+        names[f"{step}.ln1.out"] = (f"{layer}.self_attn_layer_norm", "output")
+        if stack == "decoder":
+            cross = f"{layer}.encoder_attn"
+            for part in ("q", "k", "v"):  # k, v from the last encoder block's output
+                names[f"{step}.cross_attn.{part}"] = (f"{cross}.{part}_proj", "output")
+            names[f"{step}.cross_attn.mask"] = (cross, "kwarg:attention_mask")
+            names[f"{step}.cross_attn.weights"] = (cross, "output[1]")
+            names[f"{step}.cross_attn.z"] = (f"{cross}.out_proj", "input[0]")
+            names[f"{step}.cross_attn.out"] = (cross, "output")
+            names[f"{step}.resid_cross"] = (f"{layer}.encoder_attn_layer_norm", "input[0]")
+            names[f"{step}.ln_cross.out"] = (f"{layer}.encoder_attn_layer_norm", "output")
+        names[f"{step}.mlp.pre"] = (f"{layer}.fc1", "output")
+        names[f"{step}.mlp.post"] = (f"{layer}.fc2", "input[0]")
+        names[f"{step}.mlp.out"] = (f"{layer}.fc2", "output")
+        names[f"{step}.resid_post"] = (layer, "output")
+    names["logits"] = ("lm_head", "output")  # final_logits_bias is added after lm_head
+    return names
+
+
 HF_NAMES: dict[str, dict[str, Source]] = {
     "gpt2": _GPT2,
     "llama": _llama_like(),
@@ -148,31 +281,43 @@ HF_NAMES: dict[str, dict[str, Source]] = {
     "phi3": _llama_like(fused_qkv=True, fused_gate_up=True),
     "gpt_neox": _GPT_NEOX,
     "opt": _OPT,
+    "bert": _bert_like("bert", _BERT_HEAD),
+    "roberta": _bert_like("roberta", _ROBERTA_HEAD),
+    "t5": _t5(),
+    "bart": _bart(),
 }
 
-_BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)$")
+_BLOCK = re.compile(r"^((?:encoder|decoder)\.)?blocks\.(\d+)\.(.+)$")
 
 
 def _template_of(step_name: str) -> tuple[str, int | None]:
     m = _BLOCK.match(step_name)
     if m:
-        return "blocks.{i}." + m.group(2), int(m.group(1))
+        return (m.group(1) or "") + "blocks.{i}." + m.group(3), int(m.group(2))
     return step_name, None
 
 
-def hf_source(family: str, step_name: str) -> Source | None:
-    """(concrete module path, take) for a concrete step name, or None when no module holds it."""
+def hf_source(family: str, step_name: str, headless: bool = False) -> Source | None:
+    """(concrete module path, take) for a concrete step name, or None when no module holds it.
+
+    headless: the model is a bare BertModel / RobertaModel (paths lose their `bert.` prefix; no head steps).
+    """
     template, block = _template_of(step_name)
     source = HF_NAMES.get(family, {}).get(template)
     if source is None:
         return None
     module, take = source
+    if headless and family in HEADLESS_PREFIX:
+        prefix = HEADLESS_PREFIX[family]
+        if not module.startswith(prefix):
+            return None  # a head step: a headless model has none
+        module = module[len(prefix) :]
     return (module.format(i=block) if block is not None else module), take
 
 
-def hf_module(family: str, step_name: str) -> str | None:
+def hf_module(family: str, step_name: str, headless: bool = False) -> str | None:
     """The transformers module a step comes from: `blocks.3.attn.q` -> `model.layers.3.self_attn.q_proj`."""
-    source = hf_source(family, step_name)
+    source = hf_source(family, step_name, headless)
     return source[0] if source else None
 
 
@@ -181,7 +326,11 @@ def step_for_module(family: str, module_path: str, take: str = "output") -> str 
 
     Ambiguous modules (a fused q/k/v projection, an attention module's output
     pair) need `take` to choose; the first matching step in execution order wins.
+    A headless encoder's paths (`encoder.layer.0...` of a BertModel) are matched too.
     """
+    prefix = HEADLESS_PREFIX.get(family, "")
+    if prefix and not module_path.startswith(prefix):
+        module_path = prefix + module_path
     for template, (module_template, source_take) in HF_NAMES.get(family, {}).items():
         if source_take != take:
             continue

@@ -4,6 +4,8 @@ One forward pass is watched two ways: forward hooks on the modules named in
 `tracer.arch.hf_names`, and transformers' own outputs (`hidden_states`,
 `attentions`, `logits`). The trace takes the outputs where they exist and the
 hooks elsewhere; `run_forward` returns both so a test can check they agree.
+Encoder-only and encoder-decoder families (inputs, outputs, `pooled`) are in
+`tracer.capture.hf_routes`.
 
 torch and transformers are imported inside functions: importing this module
 costs nothing, and using it without them raises a TracerError.
@@ -18,11 +20,11 @@ from typing import Sequence
 
 import numpy as np
 
-from tracer.arch.hf_names import CONDITIONS, FUSED_QKV, HF_NAMES, hf_module
+from tracer.arch.hf_names import CONDITIONS, FUSED_QKV, HF_NAMES, hf_module, hf_source
+from tracer.capture import hf_routes
 from tracer.capture.float64 import float32_as_float64, recompute_rotary_in_float64
 from tracer.errors import TracerError
 from tracer.masks.build import positions_from_mask
-from tracer.steps import describe
 from tracer.trace import Recorder, Trace
 
 FAMILIES = tuple(HF_NAMES)
@@ -48,12 +50,22 @@ def capture(
     dtype: str = "float32",
     keep: Sequence[str] = ("*",),
     widen_float32: bool = True,
+    *,
+    token_type_ids: list[list[int]] | None = None,
+    decoder_ids: list[list[int]] | None = None,
+    decoder_attention_mask: list[list[int]] | None = None,
 ) -> Trace:
     """Run transformers' eager forward on `ids` and record it as a tracer Trace.
 
     Position ids follow tracer's convention (cumsum(mask) - 1, pads 0) unless
     given; OPT derives its own from the mask, and input.positions records what
-    it used (cumsum(mask) * mask - 1, before its +2 offset).
+    it used (cumsum(mask) * mask - 1, before its +2 offset). Encoders and
+    encoder-decoders use positions as transformers derives them (bert and bart
+    0..n-1, roberta from the non-pad ids; t5 none) and record them the same way.
+
+    token_type_ids: bert/roberta segment ids (zeros when not given).
+    decoder_ids / decoder_attention_mask: the decoder input of t5/bart (default:
+    the decoder start token alone in every row; mask all ones).
 
     widen_float32: in a float64 run, also widen what transformers computes in
     float32 on purpose: RMSNorm (`.to(torch.float32)`), the eager softmax
@@ -69,22 +81,36 @@ def capture(
     if widen:
         recompute_rotary_in_float64(model)
     ids_np, mask_np = _check_inputs(ids, attention_mask, model.config.vocab_size)
-    positions_np = _positions_for(family, mask_np, position_ids)
+    headless = hf_routes.is_headless(model, family)
+    if family in hf_routes.ROUTED:
+        kwargs, inputs = hf_routes.route_inputs(
+            family, model.config, ids_np, mask_np, position_ids, token_type_ids, decoder_ids, decoder_attention_mask
+        )
+        positions_np = None
+    else:
+        if token_type_ids is not None or decoder_ids is not None or decoder_attention_mask is not None:
+            raise TracerError(f"{family} is decoder-only: token types and decoder ids do not apply")
+        positions_np = _positions_for(family, mask_np, position_ids)
+        kwargs = None
+        inputs = [("input.ids", ids_np, "input"), ("input.mask", mask_np, "input")]
+        inputs.append(("input.positions", positions_np, _positions_op(family, position_ids)))
     with torch.inference_mode():
-        from_hooks, from_outputs = run_forward(model, family, ids_np, mask_np, positions_np, widen_float32=widen)
+        from_hooks, from_outputs = run_forward(
+            model, family, ids_np, mask_np, positions_np, widen_float32=widen, inputs=kwargs,
+            pooling=hf_routes.read_pooling(model_dir) if headless else None,
+        )  # fmt: skip
 
-    recorder = Recorder(keep=keep, hf_module=lambda name: hf_module(family, name))
-    recorder("input.ids", ids_np, describe("input.ids").axes, "input")
-    recorder("input.mask", mask_np, describe("input.mask").axes, "input")
-    recorder("input.positions", positions_np, describe("input.positions").axes, _positions_op(family, position_ids))
-    for name in step_order(family, model.config):
+    recorder = Recorder(keep=keep, hf_module=lambda name: hf_module(family, name, headless))
+    for name, value, op in inputs:
+        recorder(name, value, hf_routes.step_axes(name), op)
+    for name in step_order(family, model.config, headless):
         if name in from_outputs:
             value, op = from_outputs[name]
         elif name in from_hooks:
             value, op = from_hooks[name]
         else:
             continue
-        recorder(name, value, describe(name).axes, op)
+        recorder(name, value, hf_routes.step_axes(name), op)
     config_sha256 = _file_sha256(model_dir / "config.json")
     meta = {
         "model": {"name": model_dir.resolve().name, "family": family, "config_sha256": config_sha256},
@@ -94,6 +120,8 @@ def capture(
     }
     if widen:
         meta["notes"] = ["float64 throughout: transformers' explicit float32 casts (RMSNorm, softmax, rotary) widened"]
+        if family == "t5":  # its bucket formula calls .float() too; widening does not move a bucket in these configs
+            meta["notes"].append("t5 relative-position buckets computed through the widened log (float64)")
     elif dtype == "float64":
         meta["notes"] = ["stock transformers float64: RMSNorm, eager softmax and rotary still computed in float32"]
     tokens = describe_tokens(model_dir, ids_np, mask_np)
@@ -113,9 +141,9 @@ def load_model(model_dir: Path, dtype: str):
     if not (model_dir / "config.json").is_file():
         raise TracerError(f"{model_dir}: no config.json here", hint="pass a checkpoint folder")
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            model_dir, attn_implementation="eager", dtype=getattr(torch, dtype)
-        )
+        config = transformers.AutoConfig.from_pretrained(model_dir)
+        auto = hf_routes.auto_class(transformers, config)
+        model = auto.from_pretrained(model_dir, attn_implementation="eager", dtype=getattr(torch, dtype))
     except (OSError, ValueError, KeyError) as e:
         raise TracerError(f"{model_dir}: transformers could not load it: {e}") from None
     model.eval()
@@ -160,15 +188,29 @@ def _positions_op(family: str, position_ids) -> str:
 # ---------- the forward pass, seen through hooks and through outputs ----------
 
 
-def step_order(family: str, config) -> list[str]:
-    """Concrete step names in execution order, after the input.* steps (probs, computed from logits, last)."""
-    names = HF_NAMES[family]
-    before = [t for t in names if not t.startswith("blocks.") and t not in ("final_norm.out", "logits")]
-    block = [t for t in names if t.startswith("blocks.") and _condition_holds(family, t, config)]
-    order = list(before)
-    for i in range(config.num_hidden_layers):
-        order += [t.format(i=i) for t in block]
-    return order + ["final_norm.out", "logits", "probs"]
+def step_order(family: str, config, headless: bool = False) -> list[str]:
+    """Concrete step names in execution order, after the input.* steps (probs, computed from logits, last).
+
+    Stacks follow HF_NAMES' order: each run of `blocks.{i}.*` templates (or
+    `encoder.blocks.{i}.*`, `decoder.blocks.{i}.*`) repeats once per block.
+    A headless encoder has no head steps and ends in `pooled`.
+    """
+    order: list[str] = []
+    block: list[str] = []
+    stack = ""
+    for template in list(HF_NAMES[family]) + [""]:
+        head = template.split("blocks.{i}.")[0] if "blocks.{i}." in template else None
+        if block and head != stack:  # a run of block templates ended: expand it
+            for i in range(hf_routes.n_layers(config, stack)):
+                order += [t.format(i=i) for t in block]
+            block = []
+        if head is not None:
+            stack = head
+            if _condition_holds(family, template, config):
+                block.append(template)
+        elif template and hf_source(family, template, headless) is not None:
+            order.append(template)
+    return order + (["pooled"] if headless else ["probs"])
 
 
 def _condition_holds(family: str, template: str, config) -> bool:
@@ -176,10 +218,13 @@ def _condition_holds(family: str, template: str, config) -> bool:
     return condition is None or getattr(config, condition[0], None) == condition[1]
 
 
-def run_forward(model, family: str, ids, mask, positions, widen_float32: bool = False):
+def run_forward(model, family: str, ids, mask, positions, widen_float32: bool = False, inputs=None, pooling=None):
     """One eager forward; returns (from_hooks, from_outputs), each {step name: (array, op)}.
 
-    widen_float32 runs it under `float32_as_float64` (see `capture`).
+    widen_float32 runs it under `float32_as_float64` (see `capture`). inputs:
+    the forward's keyword arguments for an encoder / encoder-decoder family
+    (`hf_routes.route_inputs`; default: its own defaults for ids and mask);
+    pooling: (mode, normalize) of a headless encoder (default: mean, no normalisation).
 
     from_outputs holds what transformers returns itself: embed.out and the
     resid_post of all but the last block (`hidden_states`), final_norm.out (its
@@ -188,30 +233,40 @@ def run_forward(model, family: str, ids, mask, positions, widen_float32: bool = 
     import torch
 
     config = model.config
-    records, handles = _install_hooks(model, family, config)
-    kwargs = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
-    if family != "opt" or not np.array_equal(positions, opt_positions(mask)):
-        kwargs["position_ids"] = torch.from_numpy(positions)
+    headless = hf_routes.is_headless(model, family)
+    records, handles = _install_hooks(model, family, config, headless)
+    if family in hf_routes.ROUTED:
+        if inputs is None:
+            inputs, _ = hf_routes.route_inputs(family, config, ids, mask, None, None, None, None)
+        kwargs = dict(inputs)
+    else:
+        kwargs = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
+        if family != "opt" or not np.array_equal(positions, opt_positions(mask)):
+            kwargs["position_ids"] = torch.from_numpy(positions)
+    if not headless:
+        kwargs["use_cache"] = False
     try:
         with float32_as_float64() if widen_float32 else contextlib.nullcontext():
-            out = model(**kwargs, output_hidden_states=True, output_attentions=True, use_cache=False)
+            out = model(**kwargs, output_hidden_states=True, output_attentions=True)
     finally:
         for handle in handles:
             handle.remove()
 
     from_hooks = {}
-    for name in step_order(family, config):
-        if name == "probs":
+    for name in step_order(family, config, headless):
+        if name in ("probs", "pooled"):
             continue
-        template = _template(name)
-        module, take = HF_NAMES[family][template]
-        module = module.format(i=name.split(".")[1]) if "{i}" in module else module
+        module, take = hf_source(family, name, headless)
         value = _take(records[module], take)
         if value is None:
             continue
+        if family == "bart" and name == "logits":  # BartForConditionalGeneration adds it after lm_head
+            value = value + model.final_logits_bias
         array = _to_layout(value, name, take, family, config, ids.shape)
         from_hooks[name] = (array, f"hf:{module}" + ("" if take == "output" else f" {take}"))
 
+    if family in hf_routes.ROUTED:
+        return from_hooks, hf_routes.route_outputs(family, out, config, headless, mask, pooling or ("mean", False))
     n_layers = config.num_hidden_layers
     hidden = out.hidden_states  # n_layers + 1 entries; the last one is after the final norm
     from_outputs = {"embed.out": (_np(hidden[0]), "hf:hidden_states[0]")}
@@ -235,14 +290,13 @@ class _Record:
         self.input0 = self.kwargs = self.output = None
 
 
-def _install_hooks(model, family: str, config) -> tuple[dict[str, _Record], list]:
+def _install_hooks(model, family: str, config, headless: bool = False) -> tuple[dict[str, _Record], list]:
     """A recording forward hook on every module the family's steps come from: (records by path, handles)."""
     modules = dict(model.named_modules())
     paths = set()
-    for name in step_order(family, config):
-        if name != "probs":
-            module = HF_NAMES[family][_template(name)][0]
-            paths.add(module.format(i=name.split(".")[1]) if "{i}" in module else module)
+    for name in step_order(family, config, headless):
+        if name not in ("probs", "pooled"):
+            paths.add(hf_source(family, name, headless)[0])
     records: dict[str, _Record] = {}
     handles = []
     for path in sorted(paths):
@@ -268,8 +322,8 @@ def _take(record: _Record, take: str):
     output = record.output
     if take == "output" or take.startswith("split:"):
         return output[0] if isinstance(output, tuple) else output
-    if take == "output[1]":
-        return output[1]
+    if take in ("output[1]", "output[2]"):
+        return output[int(take[-2])]
     if take == "input[0]":
         return record.input0
     if take.startswith("kwarg:"):
@@ -277,25 +331,24 @@ def _take(record: _Record, take: str):
     raise ValueError(f"unknown take {take!r}")
 
 
-def _template(name: str) -> str:
-    parts = name.split(".")
-    return ".".join(["blocks", "{i}", *parts[2:]]) if parts[0] == "blocks" else name
-
-
 def head_sizes(config) -> tuple[int, int, int]:
     """(heads, kv_heads, d_head) as transformers uses them."""
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    d_head = getattr(config, "head_dim", None) or config.hidden_size // heads
+    d_head = getattr(config, "head_dim", None) or config.hidden_size // heads  # t5: d_kv (attribute map)
     return heads, kv_heads, d_head
 
 
 def _to_layout(value, name: str, take: str, family: str, config, batch_pos: tuple[int, int]) -> np.ndarray:
     """Bring a hooked tensor to the step's tracer layout."""
     batch, pos = batch_pos
-    axes = describe(name).axes
+    axes = hf_routes.step_axes(name)
+    if name.endswith(".cross_attn.mask"):
+        return hf_routes.cross_mask_rows(_np(value == 0) if value.dtype.is_floating_point else _np(value))
     if name.endswith(".attn.mask"):
         return _np(value == 0) if value.dtype.is_floating_point else _np(value)  # additive 0 / dtype-min -> keep
+    if name.endswith("embed.positions") and value.shape[0] == 1 < batch:  # bert, bart: one row broadcast over the batch
+        value = value.expand(batch, *value.shape[1:])
     if take.startswith("split:"):
         part = take.split(":", 1)[1]
         value = value.reshape(batch, pos, -1)
@@ -304,9 +357,10 @@ def _to_layout(value, name: str, take: str, family: str, config, batch_pos: tupl
             return _np(gate if part == "gate" else up)
         return _np(split_qkv(value, part, FUSED_QKV[family], *head_sizes(config)))
     if axes[1] in ("heads", "kv_heads") and axes[-1] == "d_head":
-        _, _, d_head = head_sizes(config)  # [batch, pos, heads*d_head] -> [batch, heads, pos, d_head]
-        return _np(value.reshape(batch, pos, -1, d_head).transpose(1, 2))
-    if axes[:2] == ("batch", "pos") and len(axes) == 3:
+        _, _, d_head = head_sizes(config)  # [batch, len, heads*d_head] -> [batch, heads, len, d_head]
+        rows, length = value.shape[:2]  # decoder and cross-attention steps have their own lengths
+        return _np(value.reshape(rows, length, -1, d_head).transpose(1, 2))
+    if axes[:2] == ("batch", "pos") and len(axes) == 3 and value.ndim == 2:
         return _np(value.reshape(batch, pos, -1))  # OPT's MLP runs on [batch*pos, features]
     return _np(value)
 
