@@ -9,7 +9,7 @@ import importlib.util
 
 import pytest
 
-from conftest import FAMILIES, MODELS, ROOT, VARIANTS
+from conftest import ENCODERS, FAMILIES, MODELS, ROOT, SEQ2SEQ, VARIANTS
 from test_parity import ATOL32, ATOL64, _check_coverage, _run_like, compare
 from tracer import load_model
 from tracer.trace import Trace
@@ -25,7 +25,7 @@ def rebuilt(tmp_path_factory):
     builder = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(builder)
     out = tmp_path_factory.mktemp("fixtures")
-    builder.build_all(out, list(FAMILIES + VARIANTS))
+    builder.build_all(out, list(FAMILIES + VARIANTS + ENCODERS + SEQ2SEQ))
     return out
 
 
@@ -40,8 +40,12 @@ def test_fresh_references_hold(rebuilt, name):
     compare(ref64, _run_like(load_model(folder, dtype="float64"), ref64), ATOL64)
 
 
-@pytest.mark.parametrize("name", FAMILIES + VARIANTS)
+def _sha256_of_files(folder):
+    """{path relative to the folder: sha256} of every file, subfolders included (bert has 1_Pooling/)."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("name", FAMILIES + VARIANTS + ENCODERS + SEQ2SEQ)
 def test_committed_fixtures_are_what_the_script_builds(rebuilt, name):
-    fresh = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (rebuilt / name).iterdir()}
-    committed = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (MODELS / name).iterdir()}
+    fresh, committed = _sha256_of_files(rebuilt / name), _sha256_of_files(MODELS / name)
     assert fresh == committed, "fixtures/models is stale: rerun python fixtures/build_fixtures.py"

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from conftest import FAMILIES, model_dir
+from conftest import ENCODERS, FAMILIES, SEQ2SEQ, model_dir
 from tracer import load_model
+from tracer.checkpoint.tokenizer import Tokenizer
 
 
 def _cases(name):
@@ -43,3 +44,48 @@ def test_special_tokens_are_marked_and_can_be_turned_off():
     assert first["special"] and first["piece"] == "<s>"
     assert [t["id"] for t in off.meta["tokens"][0]] == [t["id"] for t in on.meta["tokens"][0][1:]]
     assert not any(t["special"] for t in off.meta["tokens"][0])
+
+
+def _route_cases(name):
+    """Every single-text input of a route fixture: reference, unpadded batch rows, decoder text, others."""
+    d = json.loads((model_dir(name) / "prompts.json").read_text(encoding="utf-8"))
+    yield from _cases(name)
+    batch = d["batch"]
+    for text, ids, mask in zip(batch["texts"], batch["ids"], batch["attention_mask"]):
+        if isinstance(text, str):  # a text pair (bert's second row) is checked through prompts.json's type ids below
+            yield text, [i for i, m in zip(ids, mask) if m], None
+    if "decoder" in d:
+        yield d["decoder"]["text"], None, d["decoder"]["ids"][1:]
+
+
+@pytest.mark.parametrize("name", ENCODERS + SEQ2SEQ)
+def test_route_ids_equal_transformers(name):
+    """tracer's tokenizer (tokenizer.json through `tokenizers`) gives the ids transformers' AutoTokenizer gave."""
+    tokenizer = Tokenizer(model_dir(name) / "tokenizer.json")
+    for text, with_special, without_special in _route_cases(name):
+        if with_special is not None:
+            assert [t.id for t in tokenizer.encode(text)] == with_special, text
+        if without_special is not None:
+            plain = [t.id for t in tokenizer.encode(text, special_tokens=False)]
+            assert plain[: len(without_special)] == without_special, text
+
+
+@pytest.mark.parametrize("name", ENCODERS)
+def test_encoder_prompts_hold_what_the_routes_need(name):
+    """The MLM prompts hold the mask token; bert's hold [UNK] and ## pieces; bert's pair marks type ids 0 then 1."""
+    d = json.loads((model_dir(name) / "prompts.json").read_text(encoding="utf-8"))
+    tokens = d["reference"]["tokens"]
+    assert ("[MASK]" if name.startswith("bert") else "<mask>") in tokens
+    if name.startswith("bert"):
+        assert "[UNK]" in tokens and any(t.startswith("##") for t in tokens)
+        assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
+        types, mask = d["batch"]["token_type_ids"][1], d["batch"]["attention_mask"][1]
+        real = [t for t, m in zip(types, mask) if m]
+        assert real[0] == 0 and real[-1] == 1 and real == sorted(real)
+    else:
+        assert tokens[0] == "<s>" and tokens[-1] == "</s>"
+    for key, side in (("batch", "right"), ("batch_left", "left")):
+        mask = d[key]["attention_mask"]
+        assert d[key]["padding_side"] == side and min(min(row) for row in mask) == 0
+        padded = [row for row in mask if 0 in row][0]
+        assert padded[-1 if side == "right" else 0] == 0

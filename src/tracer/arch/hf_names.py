@@ -328,9 +328,14 @@ def step_for_module(family: str, module_path: str, take: str = "output") -> str 
     pair) need `take` to choose; the first matching step in execution order wins.
     A headless encoder's paths (`encoder.layer.0...` of a BertModel) are matched too.
     """
-    prefix = HEADLESS_PREFIX.get(family, "")
-    if prefix and not module_path.startswith(prefix):
-        module_path = prefix + module_path
+    step = _step_for_path(family, module_path, take)
+    prefix = HEADLESS_PREFIX.get(family)
+    if step is None and prefix and not module_path.startswith(prefix):
+        step = _step_for_path(family, prefix + module_path, take)
+    return step
+
+
+def _step_for_path(family: str, module_path: str, take: str) -> str | None:
     for template, (module_template, source_take) in HF_NAMES.get(family, {}).items():
         if source_take != take:
             continue

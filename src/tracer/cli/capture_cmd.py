@@ -22,6 +22,8 @@ Examples:
 
   tracer capture model/ --ids 5,17,42 -o hf.safetensors
 
+  tracer capture t5/ "The cat sleeps." --decoder-ids 0,5,7 -o hf.safetensors
+
   tracer diff hf.safetensors model/
 """
 
@@ -42,6 +44,8 @@ def capture(
     keep: Optional[List[str]] = typer.Option(None, "--keep", help="Glob of steps whose tensors are kept (repeatable). Default: all."),
     pad_side: str = typer.Option("right", "--pad-side", help="Where a batch is padded: left or right."),
     no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS/EOS/CLS."),
+    decoder_ids: Optional[str] = typer.Option(None, "--decoder-ids", help="Encoder-decoder only: decoder input ids, comma separated, for every row. Default: the decoder start token."),
+    token_types: Optional[List[str]] = typer.Option(None, "--token-types", help="BERT/RoBERTa only: token type ids, comma separated; repeat for a batch. Default: zeros."),
 ):
     if prompts and ids:
         raise TracerError("give prompt text or --ids, not both")
@@ -50,15 +54,27 @@ def capture(
     if not (model_dir / "config.json").is_file():
         raise TracerError(f"{model_dir}: not a checkpoint folder (no config.json)")
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
+    decoder_row = parse_int_list(decoder_ids, "--decoder-ids") if decoder_ids else None
+    type_rows = [parse_int_list(s, "--token-types") for s in token_types] if token_types else None
     missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
     if missing:  # after the input checks, so a wrong command line is told first
         raise TracerError(f"tracer capture needs torch and transformers ({' and '.join(missing)} not installed)", hint=INSTALL_HINT)
     inputs = batch_inputs(model_dir, prompts, id_rows, pad_side, not no_special_tokens)
 
     from tracer.capture.hf import capture as hf_capture
+    from tracer.capture.hf_routes import ROUTED
 
-    trace = hf_capture(model_dir, inputs.ids.tolist(), attention_mask=inputs.attention_mask.tolist(),
-                       position_ids=inputs.positions.tolist(), dtype=dtype, keep=tuple(keep) if keep else ("*",))
+    routed = _read_json(model_dir / "config.json").get("model_type") in ROUTED
+    batch = len(inputs.ids)
+    if type_rows is not None and len(type_rows) != batch:
+        raise TracerError(f"--token-types gives {len(type_rows)} rows for {batch} prompts")
+    trace = hf_capture(
+        model_dir, inputs.ids.tolist(), attention_mask=inputs.attention_mask.tolist(),
+        position_ids=None if routed else inputs.positions.tolist(),  # encoders, encoder-decoders: as transformers derives them
+        dtype=dtype, keep=tuple(keep) if keep else ("*",),
+        token_type_ids=_pad_like(type_rows, inputs) if type_rows else None,
+        decoder_ids=[decoder_row] * batch if decoder_row else None,
+    )  # fmt: skip
     if prompts:
         trace.meta["prompts"] = list(prompts)
     trace.save(output)
@@ -82,6 +98,17 @@ def batch_inputs(model_dir: Path, prompts, id_rows, pad_side: str, special_token
     pad = config.get("pad_token_id")
     inputs, _ = pad_rows(rows, pad if isinstance(pad, int) and 0 <= pad < vocab else 0, pad_side)
     return inputs
+
+
+def _pad_like(rows: list[list[int]], inputs) -> list[list[int]]:
+    """Token type rows placed where the padded batch has its real tokens (pads get type 0)."""
+    out = []
+    for row, mask in zip(rows, inputs.attention_mask.tolist()):
+        if len(row) != sum(mask):
+            raise TracerError(f"--token-types has {len(row)} ids for a prompt of {sum(mask)} tokens")
+        it = iter(row)
+        out.append([next(it) if m else 0 for m in mask])
+    return out
 
 
 def _read_json(path: Path) -> dict:
