@@ -14,7 +14,6 @@ costs nothing, and using it without them raises a TracerError.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from pathlib import Path
 from typing import Sequence
 
@@ -23,6 +22,7 @@ import numpy as np
 from tracer.arch.hf_names import CONDITIONS, FUSED_QKV, HF_NAMES, hf_module, hf_source
 from tracer.capture import hf_routes
 from tracer.capture.float64 import float32_as_float64, recompute_rotary_in_float64
+from tracer.capture.meta import describe_tokens, file_sha256
 from tracer.errors import TracerError
 from tracer.masks.build import positions_from_mask
 from tracer.trace import Recorder, Trace
@@ -111,7 +111,7 @@ def capture(
         else:
             continue
         recorder(name, value, hf_routes.step_axes(name), op)
-    config_sha256 = _file_sha256(model_dir / "config.json")
+    config_sha256 = file_sha256(model_dir / "config.json")
     meta = {
         "model": {"name": model_dir.resolve().name, "family": family, "config_sha256": config_sha256},
         "source": f"transformers {transformers.__version__} eager",
@@ -127,6 +127,9 @@ def capture(
     tokens = describe_tokens(model_dir, ids_np, mask_np)
     if tokens is not None:
         meta["tokens"] = tokens
+    decoder = {name: value for name, value, _ in inputs if name in ("input.decoder_ids", "input.decoder_mask")}
+    if decoder and tokens is not None:
+        meta["decoder_tokens"] = describe_tokens(model_dir, decoder["input.decoder_ids"], decoder["input.decoder_mask"])
     return Trace(recorder.steps, meta)
 
 
@@ -381,42 +384,3 @@ def split_qkv(fused, part: str, layout: str, heads: int, kv_heads: int, d_head: 
 
 def _np(tensor) -> np.ndarray:
     return tensor.detach().cpu().contiguous().numpy().copy()
-
-
-# ---------- metadata ----------
-
-
-def describe_tokens(model_dir: Path, ids: np.ndarray, mask: np.ndarray) -> list[list[dict]] | None:
-    """Per row, what each id is (piece and text through the folder's tokenizer.json); None without one.
-
-    Character offsets are None: capture starts from ids, not text.
-    """
-    path = model_dir / "tokenizer.json"
-    if not path.is_file():
-        return None
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(path))
-    special = {i for i, tok in tokenizer.get_added_tokens_decoder().items() if tok.special}
-    rows = []
-    for row_ids, row_mask in zip(ids.tolist(), mask.tolist()):
-        rows.append(
-            [
-                {
-                    "pos": pos,
-                    "id": token_id,
-                    "piece": tokenizer.id_to_token(token_id),
-                    "text": tokenizer.decode([token_id], skip_special_tokens=False),
-                    "start": None,
-                    "end": None,
-                    "special": token_id in special,
-                    "pad": keep == 0,
-                }
-                for pos, (token_id, keep) in enumerate(zip(row_ids, row_mask))
-            ]
-        )
-    return rows
-
-
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
