@@ -64,7 +64,7 @@ def test_every_route_template_has_a_stack_prefix_or_none():
 @pytest.mark.parametrize(
     "name, axes",
     [
-        ("decoder.blocks.0.cross_attn.k", ("batch", "kv_heads", "pos", "d_head")),
+        ("decoder.blocks.0.cross_attn.k", ("batch", "kv_heads", "enc_pos", "d_head")),
         ("decoder.blocks.0.cross_attn.weights", ("batch", "heads", "q_len", "kv_len")),
         ("encoder.blocks.1.attn.position_bias", ("batch", "heads", "q_len", "kv_len")),
         ("embed.token_types", ("batch", "pos", "d_model")),
@@ -76,6 +76,12 @@ def test_every_route_template_has_a_stack_prefix_or_none():
 )
 def test_route_step_axes(name, axes):
     assert step_axes(name) == axes
+
+
+def test_every_route_step_the_capture_records_is_in_the_catalogue():
+    for family in hf_names.ENCODER_ONLY + hf_names.ENCODER_DECODER:
+        for template in hf_names.HF_NAMES[family]:
+            assert step_axes(template.format(i=0)), template
 
 
 def _st_folder(tmp_path, modules, pooling):
@@ -102,7 +108,9 @@ def test_pooling_read_in_the_sentence_transformers_6_layout_and_without_modules_
     assert read_pooling(tmp_path) == ("mean", False)  # no modules.json: mean, not normalised
 
 
-def test_pooling_other_than_cls_mean_max_is_refused(tmp_path):
+def test_pooling_other_than_cls_mean_max_mean_sqrt_len_is_refused(tmp_path):
     modules = [{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
-    with pytest.raises(TracerError, match="pooling must be one of"):
-        read_pooling(_st_folder(tmp_path, modules, {"pooling_mode_mean_sqrt_len_tokens": True}))
+    for n, pooling in enumerate([{"pooling_mode_weightedmean_tokens": True}, {"pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": True}]):
+        (tmp_path / str(n)).mkdir()
+        with pytest.raises(TracerError, match="pooling must be one of"):
+            read_pooling(_st_folder(tmp_path / str(n), modules, pooling))

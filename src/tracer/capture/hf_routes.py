@@ -26,42 +26,11 @@ from tracer.steps import describe
 
 ROUTED = ENCODER_ONLY + ENCODER_DECODER
 
-_BTD = ("batch", "pos", "d_model")
-_BHQK = ("batch", "heads", "q_len", "kv_len")
-# Axes of the names this route adds, for a step catalogue that does not list them yet.
-_NEW_AXES = {
-    "input.token_types": ("batch", "pos"),
-    "input.decoder_ids": ("batch", "dec_pos"),
-    "input.decoder_mask": ("batch", "dec_pos"),
-    "input.decoder_positions": ("batch", "dec_pos"),
-    "embed.token_types": _BTD,
-    "attn.position_bias": _BHQK,
-    "pooled": ("batch", "d_model"),
-    "head.dense": _BTD,
-    "head.act": _BTD,
-    "head.ln.out": _BTD,
-    "ln_cross.out": _BTD,
-    "resid_cross": _BTD,
-}
-_SAME_AXES_AS = {"cross_attn.": "attn."}
-
-
 def step_axes(name: str) -> tuple[str, ...]:
-    """Axes of a step: the catalogue's row, else the unprefixed decoder-route row, else this route's table."""
+    """Axes of a step from the catalogue (stack prefixes included); a name it lacks is a bug here."""
     doc = describe(name)
-    if doc is not None:
-        return doc.axes
-    bare = name.split(".", 1)[1] if name.startswith(("encoder.", "decoder.")) else name
-    parts = bare.split(".")
-    tail = ".".join(parts[2:]) if parts[0] == "blocks" else bare
-    if tail in _NEW_AXES:
-        return _NEW_AXES[tail]
-    for new, old in _SAME_AXES_AS.items():
-        if tail.startswith(new):
-            bare = bare.replace(new, old)
-    doc = describe(bare)
     if doc is None:
-        raise KeyError(f"no axes known for step {name!r}")
+        raise KeyError(f"step {name!r} is not in tracer.steps.CATALOGUE")
     return doc.axes
 
 
@@ -227,17 +196,23 @@ def read_pooling(model_dir: Path) -> tuple[str, bool]:
     return mode, normalize
 
 
-_OLD_POOLING_KEYS = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens"}
+_OLD_POOLING_KEYS = {
+    "cls": "pooling_mode_cls_token",
+    "mean": "pooling_mode_mean_tokens",
+    "max": "pooling_mode_max_tokens",
+    "mean_sqrt_len": "pooling_mode_mean_sqrt_len_tokens",
+}
+_NEW_POOLING_MODES = {"cls": "cls", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean_sqrt_len"}
 
 
 def _pooling_mode(config: dict, model_dir: Path) -> str:
     if "pooling_mode" in config:
-        chosen = [config["pooling_mode"]]
+        chosen = [_NEW_POOLING_MODES.get(config["pooling_mode"], config["pooling_mode"])]
     else:
         chosen = [mode for mode, key in _OLD_POOLING_KEYS.items() if config.get(key)]
         chosen += [k for k, v in config.items() if k.startswith("pooling_mode_") and v and k not in _OLD_POOLING_KEYS.values()]
     if len(chosen) != 1 or chosen[0] not in _OLD_POOLING_KEYS:
-        raise TracerError(f"{model_dir}: pooling must be one of cls, mean, max; the folder says {chosen or 'none'}")
+        raise TracerError(f"{model_dir}: pooling must be one of cls, mean, max, mean_sqrt_len; the folder says {chosen or 'none'}")
     return chosen[0]
 
 
@@ -249,6 +224,8 @@ def pool(last_hidden, mask, pooling: tuple[str, bool]):
     keep = torch.from_numpy(mask).to(last_hidden.dtype).unsqueeze(-1)  # [batch, pos, 1]
     if mode == "mean":
         pooled = (last_hidden * keep).sum(1) / torch.clamp(keep.sum(1), min=1e-9)
+    elif mode == "mean_sqrt_len":
+        pooled = (last_hidden * keep).sum(1) / torch.sqrt(torch.clamp(keep.sum(1), min=1e-9))
     elif mode == "max":
         pooled = torch.where(keep.bool(), last_hidden, torch.finfo(last_hidden.dtype).min).max(1).values
     else:
