@@ -89,3 +89,17 @@ def test_encoder_prompts_hold_what_the_routes_need(name):
         assert d[key]["padding_side"] == side and min(min(row) for row in mask) == 0
         padded = [row for row in mask if 0 in row][0]
         assert padded[-1 if side == "right" else 0] == 0
+
+
+@pytest.mark.parametrize("name", ("bert", "bert-mlm", "roberta"))
+def test_route_text_pair_ids_and_types_equal_transformers(name):
+    """The batch's text pair (bert) or the reference prompt (roberta): ids and segment ids as AutoTokenizer gave them."""
+    d = json.loads((model_dir(name) / "prompts.json").read_text(encoding="utf-8"))
+    tokenizer = Tokenizer(model_dir(name) / "tokenizer.json")
+    batch = d["batch"]
+    for text, ids, types, mask in zip(batch["texts"], batch["ids"], batch["token_type_ids"], batch["attention_mask"]):
+        first, second = (text, None) if isinstance(text, str) else text
+        tokens = tokenizer.encode(first, pair=second)
+        assert [t.id for t in tokens] == [i for i, m in zip(ids, mask) if m], text
+        assert [t.type_id for t in tokens] == [t for t, m in zip(types, mask) if m], text
+    assert any(not isinstance(text, str) for text in batch["texts"]) == name.startswith("bert")
