@@ -49,3 +49,21 @@ def _sha256_of_files(folder):
 def test_committed_fixtures_are_what_the_script_builds(rebuilt, name):
     fresh, committed = _sha256_of_files(rebuilt / name), _sha256_of_files(MODELS / name)
     assert fresh == committed, "fixtures/models is stale: rerun python fixtures/build_fixtures.py"
+
+
+@pytest.mark.parametrize("name", ENCODERS + SEQ2SEQ)
+def test_fresh_route_references_hold(rebuilt, name):
+    """The encoder and encoder-decoder fixtures, rebuilt: tracer holds to every reference (float32, float64, batches)."""
+    import test_parity_routes as routes
+
+    folder = rebuilt / name
+    model = load_model(folder)
+    ref = Trace.load(folder / "reference.safetensors")
+    errors = routes.compare(ref, routes.run_like(model, ref), routes.ATOL32)
+    assert not [n for n in routes.must_compare(model) if n not in errors]
+    ref64 = Trace.load(folder / "reference64.safetensors")
+    routes.compare(ref64, routes.run_like(load_model(folder, dtype="float64"), ref64), routes.ATOL64)
+    for filename in ("reference_batch.safetensors", "reference_batch_left.safetensors"):
+        if (folder / filename).is_file():
+            batch = Trace.load(folder / filename)
+            routes.compare(batch, routes.run_like(model, batch), routes.ATOL32)
