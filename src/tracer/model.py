@@ -129,7 +129,8 @@ class Model:
             itemsize = self.weights["embed.W_E"].dtype.itemsize
             keep, reduced = auto_keep(self.spec, *b.inputs.ids.shape, itemsize)
         override = self._checked_override(mask_override, b) if mask_override is not None else None
-        rec = Recorder(keep, hf_module=lambda name: hf_module(self.family, name), clock=clock)
+        headless = self.route == "encoder" and self.spec.head == "none"  # a bare BertModel: no `bert.` prefix
+        rec = Recorder(keep, hf_module=lambda name: hf_module(self.family, name, headless=headless), clock=clock)
         with np.errstate(over="ignore", under="ignore"):
             # built once: the forward applies them, the meta describes them (an override replaces them)
             masks = layer_masks(main.attention_mask, self.spec) if override is None else {}

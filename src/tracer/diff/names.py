@@ -168,7 +168,7 @@ def _hf_keys(module: str, take: str) -> list[str]:
 
 
 def _hf_layout(step_name: str, take: str, fused_scheme: str, shapes: dict[str, tuple[int, ...]]) -> Layout:
-    if step_name.endswith(".attn.mask"):
+    if step_name.endswith((".attn.mask", ".cross_attn.mask")):
         return layouts.ADDITIVE_TO_KEEP
     if take in ("split:q", "split:k", "split:v"):
         block = step_name.rsplit(".attn.", 1)[0]
