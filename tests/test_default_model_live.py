@@ -2,12 +2,17 @@
 
 Proves the trained weights do what `tracer run "春天来"` promises (the next token is 了), that
 other prompts continue with something the corpus itself continues them with, and that the
-training script rebuilds the committed files byte for byte.
+training script rebuilds the committed model: the tokenizer and config byte for byte, the weights
+to the same behaviour. Training is seeded and single-threaded, but a minute of float32 updates
+amplifies the rounding differences between processors' kernels (rebuilt on an AMD EPYC, weights
+differ by up to 0.42 while the corpus loss moves by 1e-4 nats), so the weights are compared by
+what they do.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 
@@ -77,7 +82,19 @@ def sha256_of(folder):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
 
 
-def test_training_script_rebuilds_the_committed_files(tmp_path):
+def final_loss(folder) -> float:
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    return float(re.search(r"Final loss over the whole corpus \(eval mode\): ([0-9.]+) nats", text).group(1))
+
+
+def test_training_script_rebuilds_the_committed_files(tmp_path, tokenizer):
     out = tmp_path / "default-model"
     subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], check=True, capture_output=True)
-    assert sha256_of(out) == sha256_of(MODEL)
+    fresh, committed = sha256_of(out), sha256_of(MODEL)
+    assert fresh.keys() == committed.keys()
+    weights = ("model.safetensors", "README.md")  # README.md reports the measured loss and continuations
+    assert {k: v for k, v in fresh.items() if k not in weights} == {k: v for k, v in committed.items() if k not in weights}
+    assert abs(final_loss(out) - final_loss(MODEL)) < 0.01
+    rebuilt = transformers.AutoModelForCausalLM.from_pretrained(out, attn_implementation="eager", dtype=torch.float32).eval()
+    le = tokenizer.convert_tokens_to_ids(tokenizer.tokenize("了"))[0]
+    assert int(next_token_probs(rebuilt, tokenizer, "春天来").argmax()) == le
