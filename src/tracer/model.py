@@ -14,6 +14,7 @@ from tracer.arch.hf_names import hf_module
 from tracer.arch.registry import adapter_for
 from tracer.arch.spec import Spec
 from tracer.batch import Batch, check_length, pad_rows, rows_from_ids, rows_from_text, with_token_types
+from tracer.checkpoint.agreement import check_sizes, check_unused
 from tracer.checkpoint.config import read_config
 from tracer.checkpoint.pooling import read_pooling
 from tracer.checkpoint.tokenizer import Tokenizer
@@ -29,6 +30,8 @@ _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
 class Model:
+    unused_weights: tuple[str, ...] = ()  # float tensors no step reads (only with allow_unused)
+
     def __init__(self, folder: Path, cfg: dict, config_sha256: str, spec: Spec, weights: dict, files: WeightFiles,
                  tokenizer: Tokenizer | None, dtype: str):
         self.folder, self.config, self.config_sha256 = folder, cfg, config_sha256
@@ -214,7 +217,7 @@ def _fully_masked(keep: np.ndarray) -> list[list[int]]:
     return [list(map(int, idx)) for idx in np.argwhere(rows)]
 
 
-def load_model(path: str | Path, dtype: str = "float32") -> Model:
+def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = False) -> Model:
     folder = Path(path)
     if dtype not in DTYPES:
         raise TracerError(f"dtype {dtype!r} is not supported", hint="use float32 or float64")
@@ -231,18 +234,34 @@ def load_model(path: str | Path, dtype: str = "float32") -> Model:
     if spec.head == "none":
         spec = replace(spec, pooling=read_pooling(folder))
     files = WeightFiles(folder)
-    weights = load_weights(files, adapter.weight_sources(spec), spec, DTYPES[dtype])
+    sources = adapter.weight_sources(spec)
+    check_sizes(files, expected_shapes(spec), {n: s.hf_name for n, s in sources.items()}, _size_summary(spec))
+    used: set[str] = set()
+    weights = load_weights(files, sources, spec, DTYPES[dtype], used)
+    ignored = (*getattr(adapter, "IGNORED", ()), *(("lm_head.weight",) if spec.tied_embeddings else ()))
+    unused = check_unused(files, used, allow_unused, ignored)
     tok_path = folder / "tokenizer.json"
     tokenizer = Tokenizer(tok_path) if tok_path.is_file() else None
-    return Model(folder, cfg, sha, spec, weights, files, tokenizer, dtype)
+    model = Model(folder, cfg, sha, spec, weights, files, tokenizer, dtype)
+    model.unused_weights = tuple(unused)
+    return model
 
 
-def load_weights(files: WeightFiles, sources: dict[str, Source], spec: Spec, dtype) -> dict[str, np.ndarray]:
-    """Canonical name -> array [in, out] in the compute dtype; float32 files stay memory-mapped views."""
+def _size_summary(spec: Spec) -> str:
+    return (f"{spec.n_layers} layers, d_model {spec.d_model}, {spec.n_heads} heads, d_ff {spec.d_ff}, "
+            f"vocab {spec.vocab_size}")
+
+
+def load_weights(files: WeightFiles, sources: dict[str, Source], spec: Spec, dtype,
+                 used: set[str] | None = None) -> dict[str, np.ndarray]:
+    """Canonical name -> array [in, out] in the compute dtype; float32 files stay memory-mapped views.
+    `used` collects the HF names read (for the unused-weight check)."""
     weights = {}
     for name, shape in expected_shapes(spec).items():
         src = sources[name]
         hf_name = _resolve(files, (src.hf_name, *src.aliases))
+        if used is not None:
+            used.add(hf_name)
         raw = files.get(hf_name)
         try:
             arr = src.transform(raw)

@@ -2,18 +2,19 @@
 
 import math
 
-from tracer.arch.llama import llama_spec, llama_weights
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights
+from tracer.checkpoint.config import cfg_bool, cfg_size
 
 
 def spec_from_config(cfg: dict):
-    d_model = int(cfg.get("hidden_size", 0))
+    d_model = cfg_size(cfg, "hidden_size", "gemma", "d_model")
     return llama_spec(
         cfg,
         "gemma",
         norm_offset=1.0,
         embed_scale=math.sqrt(d_model),
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-        causal=not cfg.get("use_bidirectional_attention", False),
+        tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", "gemma", default=True),
+        causal=not cfg_bool(cfg, "use_bidirectional_attention", "gemma", default=False),
     )
 
 

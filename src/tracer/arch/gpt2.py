@@ -3,36 +3,41 @@
 from tracer.arch.canonical import Source
 from tracer.arch.llama import activation, head_source
 from tracer.arch.spec import Spec
-from tracer.checkpoint.config import require
+from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_size
 from tracer.errors import TracerError
+
+# causal-mask buffers older GPT-2 checkpoints store as float tensors
+IGNORED = ("*.attn.bias", "*.attn.masked_bias")
 
 
 def spec_from_config(cfg: dict) -> Spec:
-    d = int(require(cfg, "n_embd", "hidden_size", family="gpt2"))
-    heads = int(require(cfg, "n_head", "num_attention_heads", family="gpt2"))
+    d = cfg_size(cfg, ("n_embd", "hidden_size"), "gpt2", "d_model")
+    heads = cfg_size(cfg, ("n_head", "num_attention_heads"), "gpt2", "heads")
+    if d % heads:
+        raise TracerError(f"config.json (gpt2): n_embd {d} is not a multiple of n_head {heads}")
     if cfg.get("scale_attn_by_inverse_layer_idx") or cfg.get("reorder_and_upcast_attn"):
         raise TracerError("gpt2: scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported")
     return Spec(
         family="gpt2",
         d_model=d,
-        n_layers=int(require(cfg, "n_layer", "num_hidden_layers", family="gpt2")),
+        n_layers=cfg_size(cfg, ("n_layer", "num_hidden_layers"), "gpt2", "layers"),
         n_heads=heads,
         n_kv_heads=heads,
         d_head=d // heads,
-        d_ff=int(cfg.get("n_inner") or 4 * d),
-        vocab_size=int(require(cfg, "vocab_size", family="gpt2")),
-        max_positions=int(require(cfg, "n_positions", "max_position_embeddings", family="gpt2")),
+        d_ff=cfg_size(cfg, "n_inner", "gpt2", "d_ff", default=4 * d),
+        vocab_size=cfg_size(cfg, "vocab_size", "gpt2", "vocab"),
+        max_positions=cfg_size(cfg, ("n_positions", "max_position_embeddings"), "gpt2", "positions"),
         norm="layernorm",
-        norm_eps=float(cfg.get("layer_norm_epsilon", 1e-5)),
+        norm_eps=cfg_float(cfg, "layer_norm_epsilon", "gpt2", minimum=0.0, maximum=1.0, default=1e-5),
         positions="learned",
         rope=None,
         qkv_bias=True,
         o_bias=True,
-        attn_scale=None if cfg.get("scale_attn_weights", True) else 1.0,
+        attn_scale=None if cfg_bool(cfg, "scale_attn_weights", "gpt2", default=True) else 1.0,
         mlp="plain",
         activation=activation(cfg, "gpt2", "activation_function"),
         mlp_bias=True,
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", "gpt2", default=True),
     )
 
 

@@ -3,37 +3,41 @@
 import numpy as np
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import activation, rope_spec
+from tracer.arch.llama import activation, head_sizes, rope_spec
 from tracer.arch.spec import Spec
-from tracer.checkpoint.config import require
+from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_size
+
+# buffers older GPT-NeoX checkpoints store: causal mask, masked_bias, rotary inverse frequencies
+IGNORED = ("*.attention.bias", "*.attention.masked_bias", "*.rotary_emb.inv_freq")
 
 
 def spec_from_config(cfg: dict) -> Spec:
-    d = int(require(cfg, "hidden_size", family="gpt_neox"))
-    heads = int(require(cfg, "num_attention_heads", family="gpt_neox"))
-    bias = bool(cfg.get("attention_bias", True))
+    d = cfg_size(cfg, "hidden_size", "gpt_neox", "d_model")
+    heads = cfg_size(cfg, "num_attention_heads", "gpt_neox", "heads")
+    d_head = head_sizes(cfg, "gpt_neox", d, heads, key=None)  # GPT-NeoX has no head_dim field
+    bias = cfg_bool(cfg, "attention_bias", "gpt_neox", default=True)
     return Spec(
         family="gpt_neox",
         d_model=d,
-        n_layers=int(require(cfg, "num_hidden_layers", family="gpt_neox")),
+        n_layers=cfg_size(cfg, "num_hidden_layers", "gpt_neox", "layers"),
         n_heads=heads,
         n_kv_heads=heads,
-        d_head=d // heads,
-        d_ff=int(require(cfg, "intermediate_size", family="gpt_neox")),
-        vocab_size=int(require(cfg, "vocab_size", family="gpt_neox")),
+        d_head=d_head,
+        d_ff=cfg_size(cfg, "intermediate_size", "gpt_neox", "d_ff"),
+        vocab_size=cfg_size(cfg, "vocab_size", "gpt_neox", "vocab"),
         max_positions=None,
         norm="layernorm",
-        norm_eps=float(cfg.get("layer_norm_eps", 1e-5)),
+        norm_eps=cfg_float(cfg, "layer_norm_eps", "gpt_neox", minimum=0.0, maximum=1.0, default=1e-5),
         positions="rotary",
-        rope=rope_spec(cfg, d // heads, "gpt_neox"),
+        rope=rope_spec(cfg, d_head, "gpt_neox"),
         qkv_bias=bias,
         o_bias=bias,
         mlp="plain",
         activation=activation(cfg, "gpt_neox", "hidden_act"),
         mlp_bias=True,
-        residual="parallel" if cfg.get("use_parallel_residual", True) else "sequential",
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        extras={"max_position_embeddings": cfg.get("max_position_embeddings")},
+        residual="parallel" if cfg_bool(cfg, "use_parallel_residual", "gpt_neox", default=True) else "sequential",
+        tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", "gpt_neox", default=False),
+        extras={"max_position_embeddings": cfg_size(cfg, "max_position_embeddings", "gpt_neox", "positions", default=None)},
     )
 
 

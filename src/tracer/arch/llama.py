@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from tracer.arch.canonical import Source, transposed
 from tracer.arch.spec import RopeSpec, Spec
-from tracer.checkpoint.config import require, rope_parameters
+from tracer.checkpoint.config import cfg_bool, cfg_choice, cfg_float, cfg_int, cfg_size, rope_parameters
+
+# HF tensors a Llama-layout checkpoint may hold that tracer knowingly does not use (see checkpoint.agreement)
+IGNORED = ("*.rotary_emb.inv_freq",)
+
+
+def sliding_window(cfg: dict, family: str) -> int | None:
+    """The window size, or None (absent, null or 0 mean full attention)."""
+    return cfg_int(cfg, "sliding_window", family, minimum=0, maximum=1 << 31, default=None) or None
 from tracer.errors import TracerError
 
 HF_ACTIVATIONS = {
@@ -19,36 +27,49 @@ HF_ACTIVATIONS = {
 
 
 def activation(cfg: dict, family: str, *keys: str) -> str:
-    name = next((cfg[k] for k in keys if cfg.get(k)), None) or "silu"
-    if name not in HF_ACTIVATIONS:
-        raise TracerError(f"{family}: activation {name!r} is not supported", hint="supported: " + ", ".join(HF_ACTIVATIONS))
-    return HF_ACTIVATIONS[name]
+    present = next((k for k in keys if cfg.get(k)), None)
+    if present is None:
+        return "silu"
+    return HF_ACTIVATIONS[cfg_choice(cfg, present, family, HF_ACTIVATIONS)]
 
 
 def rope_spec(cfg: dict, d_head: int, family: str) -> RopeSpec:
-    rp = rope_parameters(cfg)
-    kind = rp.get("rope_type", "default")
-    rotary_dim = int(d_head * float(rp.get("partial_rotary_factor", 1.0)))
-    if kind not in ("default", "linear", "llama3"):
-        raise TracerError(f"{family}: rope type {kind!r} is not supported yet", hint="supported: default, linear, llama3")
+    rp = rope_parameters(cfg, family=family)
+    kind = cfg_choice(rp, "rope_type", family, ("default", "linear", "llama3"))
+    factor = cfg_float(rp, "partial_rotary_factor", family, above=0.0, maximum=1.0)
+    rotary_dim = int(d_head * factor)
+    if rotary_dim < 2 or rotary_dim % 2:
+        raise TracerError(f"config.json ({family}): partial_rotary_factor {factor:g} of head_dim {d_head} gives "
+                          f"{rotary_dim} rotary dims, expected an even number >= 2")
     extra = {}
     if kind in ("linear", "llama3"):
-        extra["factor"] = float(rp["factor"])
+        extra["factor"] = cfg_float(rp, "factor", family, above=0.0)
     if kind == "llama3":
-        extra.update(
-            low_freq_factor=float(rp["low_freq_factor"]),
-            high_freq_factor=float(rp["high_freq_factor"]),
-            original_max_positions=int(rp["original_max_position_embeddings"]),
-        )
-    return RopeSpec(theta=float(rp["rope_theta"]), rotary_dim=rotary_dim, scaling=kind, **extra)
+        low = cfg_float(rp, "low_freq_factor", family, above=0.0)
+        high = cfg_float(rp, "high_freq_factor", family, above=low)
+        extra.update(low_freq_factor=low, high_freq_factor=high,
+                     original_max_positions=cfg_size(rp, "original_max_position_embeddings", family, "positions"))
+    theta = cfg_float(rp, "rope_theta", family, above=0.0)
+    return RopeSpec(theta=theta, rotary_dim=rotary_dim, scaling=kind, **extra)
+
+
+def head_sizes(cfg: dict, family: str, d_model: int, n_heads: int, key: str | None = "head_dim") -> int:
+    """d_head: the config's `key` (head_dim) when given, else d_model / n_heads (which must divide)."""
+    d_head = cfg_size(cfg, key, family, "d_model", default=None) if key else None
+    if d_head is not None:
+        return d_head
+    if d_model % n_heads:
+        raise TracerError(f"config.json ({family}): hidden_size {d_model} is not a multiple of "
+                          f"num_attention_heads {n_heads}, and there is no head_dim")
+    return d_model // n_heads
 
 
 def llama_spec(cfg: dict, family: str, **overrides) -> Spec:
-    d_model = int(require(cfg, "hidden_size", family=family))
-    n_heads = int(require(cfg, "num_attention_heads", family=family))
-    n_kv = int(cfg.get("num_key_value_heads") or n_heads)
-    d_head = int(cfg.get("head_dim") or d_model // n_heads)
-    n_layers = int(require(cfg, "num_hidden_layers", family=family))
+    d_model = cfg_size(cfg, "hidden_size", family, "d_model")
+    n_heads = cfg_size(cfg, "num_attention_heads", family, "heads")
+    n_kv = cfg_int(cfg, "num_key_value_heads", family, minimum=1, maximum=n_heads, default=n_heads)
+    d_head = head_sizes(cfg, family, d_model, n_heads)
+    n_layers = cfg_size(cfg, "num_hidden_layers", family, "layers")
     if n_heads % n_kv:
         raise TracerError(f"{family}: num_attention_heads={n_heads} is not a multiple of num_key_value_heads={n_kv}")
     fields = dict(
@@ -58,20 +79,20 @@ def llama_spec(cfg: dict, family: str, **overrides) -> Spec:
         n_heads=n_heads,
         n_kv_heads=n_kv,
         d_head=d_head,
-        d_ff=int(require(cfg, "intermediate_size", family=family)),
-        vocab_size=int(require(cfg, "vocab_size", family=family)),
+        d_ff=cfg_size(cfg, "intermediate_size", family, "d_ff"),
+        vocab_size=cfg_size(cfg, "vocab_size", family, "vocab"),
         max_positions=None,  # rotary: no table, max_position_embeddings is advisory
         norm="rmsnorm",
-        norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        norm_eps=cfg_float(cfg, "rms_norm_eps", family, minimum=0.0, maximum=1.0, default=1e-6),
         positions="rotary",
         rope=rope_spec(cfg, d_head, family),
-        qkv_bias=bool(cfg.get("attention_bias", False)),
-        o_bias=bool(cfg.get("attention_bias", False)),
+        qkv_bias=cfg_bool(cfg, "attention_bias", family, default=False),
+        o_bias=cfg_bool(cfg, "attention_bias", family, default=False),
         mlp="gated",
         activation=activation(cfg, family, "hidden_act", "hidden_activation"),
-        mlp_bias=bool(cfg.get("mlp_bias", False)),
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        extras={"max_position_embeddings": cfg.get("max_position_embeddings")},
+        mlp_bias=cfg_bool(cfg, "mlp_bias", family, default=False),
+        tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", family, default=False),
+        extras={"max_position_embeddings": cfg_size(cfg, "max_position_embeddings", family, "positions", default=None)},
     )
     fields.update(overrides)
     return Spec(**fields)

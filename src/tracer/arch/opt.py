@@ -3,33 +3,35 @@
 from tracer.arch.canonical import Source, transposed
 from tracer.arch.llama import activation, head_source
 from tracer.arch.spec import Spec
-from tracer.checkpoint.config import require
+from tracer.checkpoint.config import cfg_bool, cfg_size
 from tracer.errors import TracerError
 
 
 def spec_from_config(cfg: dict) -> Spec:
-    d = int(require(cfg, "hidden_size", family="opt"))
-    heads = int(require(cfg, "num_attention_heads", family="opt"))
+    d = cfg_size(cfg, "hidden_size", "opt", "d_model")
+    heads = cfg_size(cfg, "num_attention_heads", "opt", "heads")
+    if d % heads:
+        raise TracerError(f"config.json (opt): hidden_size {d} is not a multiple of num_attention_heads {heads}")
     if cfg.get("word_embed_proj_dim") not in (None, d):
         raise TracerError("opt: word_embed_proj_dim != hidden_size (project_in/out, as in opt-350m) is not supported yet")
     if cfg.get("layer_norm_elementwise_affine") is False:
         raise TracerError("opt: layer_norm_elementwise_affine=false is not supported yet")
-    pre = bool(cfg.get("do_layer_norm_before", True))
-    bias = bool(cfg.get("enable_bias", True))
+    pre = cfg_bool(cfg, "do_layer_norm_before", "opt", default=True)
+    bias = cfg_bool(cfg, "enable_bias", "opt", default=True)
     return Spec(
         family="opt",
         d_model=d,
-        n_layers=int(require(cfg, "num_hidden_layers", family="opt")),
+        n_layers=cfg_size(cfg, "num_hidden_layers", "opt", "layers"),
         n_heads=heads,
         n_kv_heads=heads,
         d_head=d // heads,
-        d_ff=int(require(cfg, "ffn_dim", family="opt")),
-        vocab_size=int(require(cfg, "vocab_size", family="opt")),
-        max_positions=int(require(cfg, "max_position_embeddings", family="opt")),
+        d_ff=cfg_size(cfg, "ffn_dim", "opt", "d_ff"),
+        vocab_size=cfg_size(cfg, "vocab_size", "opt", "vocab"),
+        max_positions=cfg_size(cfg, "max_position_embeddings", "opt", "positions"),
         norm="layernorm",
         norm_eps=1e-5,
         norm_placement="pre" if pre else "post",
-        final_norm=pre and not cfg.get("_remove_final_layer_norm", False),
+        final_norm=pre and not cfg_bool(cfg, "_remove_final_layer_norm", "opt", default=False),
         positions="learned",
         position_offset=2,
         rope=None,
@@ -38,7 +40,7 @@ def spec_from_config(cfg: dict) -> Spec:
         mlp="plain",
         activation=activation(cfg, "opt", "activation_function"),
         mlp_bias=bias,
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", "opt", default=True),
     )
 
 

@@ -1,13 +1,13 @@
 """Phi-3: Llama-like with fused qkv_proj = [q; k; v] and gate_up_proj = [gate; up]."""
 
 from tracer.arch.canonical import rows_transposed
-from tracer.arch.llama import llama_spec, llama_weights
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights, sliding_window
+from tracer.checkpoint.config import cfg_size
 
 
 def spec_from_config(cfg: dict):
-    n_layers = int(cfg.get("num_hidden_layers", 0))
-    window = cfg.get("sliding_window")
-    return llama_spec(cfg, "phi3", sliding_window=(int(window) if window else None,) * n_layers)
+    n_layers = cfg_size(cfg, "num_hidden_layers", "phi3", "layers")
+    return llama_spec(cfg, "phi3", sliding_window=(sliding_window(cfg, "phi3"),) * n_layers)
 
 
 def weight_sources(spec):

@@ -1,51 +1,241 @@
-"""config.json, read in both the transformers 4 and 5 layouts."""
+"""config.json, read in both the transformers 4 and 5 layouts, through typed accessors.
+
+Every field an adapter uses is read with one of `cfg_int`, `cfg_float`, `cfg_bool`, `cfg_choice`,
+`cfg_list`; a value of the wrong type or out of range is one TracerError naming the field, the value
+and the expected form. Sizes have generous upper bounds (`LIMITS`), so a config that claims
+10**9 layers fails here, before anything is allocated; `checkpoint.agreement.check_sizes` then
+checks the sizes against the weight files.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
+from typing import Any, Iterable
 
+from tracer.checkpoint.jsonload import load_json
 from tracer.errors import TracerError
+
+_MISSING: Any = object()
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+# Upper bounds far above any published model (Llama 3 405B: 126 layers, 128 heads, d_model 16384).
+LIMITS = {
+    "layers": 4096,
+    "heads": 4096,
+    "d_model": 1 << 18,
+    "d_ff": 1 << 20,
+    "vocab": 1 << 24,
+    "positions": 1 << 27,
+}
 
 
 def read_config(folder: Path) -> tuple[dict, str]:
     """The config as a dict, and the sha256 of the file's bytes (for the trace's model identity)."""
     path = folder / "config.json"
     if not path.is_file():
+        if path.exists() or path.is_symlink():
+            raise TracerError(f"{path}: not a regular file", hint="config.json must be an ordinary JSON file")
         raise TracerError(f"{folder}: no config.json", hint="a checkpoint folder holds config.json, *.safetensors and tokenizer.json")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise TracerError(f"{path}: {path.stat().st_size} bytes is too large for a config.json")
     raw = path.read_bytes()
-    try:
-        cfg = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TracerError(f"{path}: not valid JSON ({exc})") from None
+    cfg = load_json(raw, str(path), constants=True)  # NaN/Infinity parse; the accessors refuse them where used
     if not isinstance(cfg, dict):
         raise TracerError(f"{path}: not a JSON object")
     return cfg, hashlib.sha256(raw).hexdigest()
 
 
-def rope_parameters(cfg: dict, default_theta: float = 10000.0) -> dict:
+# ---------- typed accessors ----------
+
+
+def _keys(key: str | Iterable[str]) -> tuple[str, ...]:
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+def _lookup(cfg: dict, keys: tuple[str, ...]) -> tuple[str, Any]:
+    """(the key found, its value); (keys[0], None) when no key has a non-null value."""
+    for key in keys:
+        if cfg.get(key) is not None:
+            return key, cfg[key]
+    return keys[0], None
+
+
+def shown(value: Any, limit: int = 40) -> str:
+    """A config value as the user wrote it, cut short."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def bad_field(family: str, key: str, value: Any, expected: str) -> TracerError:
+    return TracerError(f"config.json ({family}): {key} is {shown(value)}, expected {expected}",
+                       hint="fix config.json; the weights' shapes tell the true sizes")
+
+
+def _missing(family: str, keys: tuple[str, ...]) -> TracerError:
+    return TracerError(f"config.json of this {family} model has no {' or '.join(keys)}")
+
+
+def _int_form(minimum: int | None, maximum: int | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"an integer in [{minimum}, {maximum}]"
+    if minimum is not None:
+        return f"an integer >= {minimum}"
+    return "an integer"
+
+
+def cfg_int(cfg: dict, key: str | Iterable[str], family: str, *, minimum: int | None = 1,
+            maximum: int | None = None, default: Any = _MISSING) -> Any:
+    """An integer field (an integral float such as 2048.0 is accepted); the first of several keys present."""
+    keys = _keys(key)
+    name, value = _lookup(cfg, keys)
+    if value is None:
+        if default is _MISSING:
+            raise _missing(family, keys)
+        return default
+    form = _int_form(minimum, maximum)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise bad_field(family, name, value, form)
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            raise bad_field(family, name, value, form)
+        value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise bad_field(family, name, value, form)
+    return value
+
+
+def cfg_size(cfg: dict, key: str | Iterable[str], family: str, kind: str, default: Any = _MISSING) -> Any:
+    """A size (`kind` one of LIMITS: layers, heads, d_model, d_ff, vocab, positions): 1 <= n <= LIMITS[kind]."""
+    return cfg_int(cfg, key, family, minimum=1, maximum=LIMITS[kind], default=default)
+
+
+def cfg_float(cfg: dict, key: str | Iterable[str], family: str, *, minimum: float | None = None,
+              maximum: float | None = None, above: float | None = None, default: Any = _MISSING) -> Any:
+    """A finite number; `minimum`/`maximum` inclusive, `above` exclusive."""
+    keys = _keys(key)
+    name, value = _lookup(cfg, keys)
+    if value is None:
+        if default is _MISSING:
+            raise _missing(family, keys)
+        return default
+    parts = []
+    if above is not None:
+        parts.append(f"> {above:g}")
+    if minimum is not None:
+        parts.append(f">= {minimum:g}")
+    if maximum is not None:
+        parts.append(f"<= {maximum:g}")
+    form = "a finite number" + (" " + " and ".join(parts) if parts else "")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise bad_field(family, name, value, form)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise bad_field(family, name, value, form) from None
+    if (not math.isfinite(number) or (above is not None and not number > above)
+            or (minimum is not None and number < minimum) or (maximum is not None and number > maximum)):
+        raise bad_field(family, name, value, form)
+    return number
+
+
+def cfg_bool(cfg: dict, key: str | Iterable[str], family: str, default: Any = _MISSING) -> Any:
+    """true or false (null counts as absent)."""
+    keys = _keys(key)
+    name, value = _lookup(cfg, keys)
+    if value is None:
+        if default is _MISSING:
+            raise _missing(family, keys)
+        return default
+    if not isinstance(value, bool):
+        raise bad_field(family, name, value, "true or false")
+    return value
+
+
+def cfg_choice(cfg: dict, key: str | Iterable[str], family: str, choices: Iterable[str], default: Any = _MISSING) -> Any:
+    """One string out of `choices`."""
+    keys, options = _keys(key), tuple(choices)
+    name, value = _lookup(cfg, keys)
+    if value is None:
+        if default is _MISSING:
+            raise _missing(family, keys)
+        return default
+    if not isinstance(value, str) or value not in options:
+        raise TracerError(f"config.json ({family}): {name} is {shown(value)}, which tracer does not support",
+                          hint="supported: " + ", ".join(options))
+    return value
+
+
+def cfg_list(cfg: dict, key: str | Iterable[str], family: str, *, length: int | None = None,
+             choices: Iterable[str] | None = None, default: Any = _MISSING) -> Any:
+    """A list (of `length` items; each one of `choices` when given)."""
+    keys = _keys(key)
+    name, value = _lookup(cfg, keys)
+    if value is None:
+        if default is _MISSING:
+            raise _missing(family, keys)
+        return default
+    form = "a list" + (f" of {length} items" if length is not None else "")
+    if not isinstance(value, list) or (length is not None and len(value) != length):
+        raise bad_field(family, name, value, form)
+    if choices is not None:
+        options = tuple(choices)
+        for item in value:
+            if not isinstance(item, str) or item not in options:
+                raise TracerError(f"config.json ({family}): {name} holds {shown(item)}, which tracer does not support",
+                                  hint="supported: " + ", ".join(options))
+    return list(value)
+
+
+def cfg_object(cfg: dict, key: str, family: str) -> dict:
+    """A JSON object field; {} when absent or null."""
+    value = cfg.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise bad_field(family, key, value, "an object")
+    return dict(value)
+
+
+# ---------- rotary parameters ----------
+
+
+def rope_parameters(cfg: dict, default_theta: float = 10000.0, family: str = "model") -> dict:
     """One dict {rope_type, rope_theta, partial_rotary_factor, factor, ...} from either layout.
 
     transformers 5 writes `rope_parameters`; transformers 4 wrote top-level
     `rope_theta` (`rotary_emb_base` for GPT-NeoX), `rope_scaling` and
-    `rotary_pct` / `partial_rotary_factor`.
+    `rotary_pct` / `partial_rotary_factor`. Values are not checked here (rope_spec reads them
+    through the accessors).
     """
-    params = dict(cfg.get("rope_parameters") or {})
-    legacy = dict(cfg.get("rope_scaling") or {})
+    params = cfg_object(cfg, "rope_parameters", family)
+    legacy = cfg_object(cfg, "rope_scaling", family)
     if "type" in legacy and "rope_type" not in legacy:
         legacy["rope_type"] = legacy.pop("type")
     merged = {**legacy, **params}
-    merged.setdefault("rope_theta", cfg.get("rope_theta", cfg.get("rotary_emb_base", default_theta)))
-    if "partial_rotary_factor" not in merged:
+    if merged.get("rope_theta") is None:
+        merged["rope_theta"] = cfg.get("rope_theta", cfg.get("rotary_emb_base", default_theta))
+    if merged.get("partial_rotary_factor") is None:
         merged["partial_rotary_factor"] = cfg.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0))
-    merged.setdefault("rope_type", "default")
+    if merged.get("rope_type") is None:
+        merged["rope_type"] = "default"
     return merged
 
 
 def require(cfg: dict, *keys: str, family: str):
-    """The first of `keys` present in the config; a clear error when none is."""
+    """The first of `keys` present in the config; a clear error when none is.
+
+    Prefer the typed accessors: this only checks presence (and refuses NaN/Infinity numbers).
+    """
     for key in keys:
-        if cfg.get(key) is not None:
-            return cfg[key]
-    raise TracerError(f"config.json of this {family} model has no {' or '.join(keys)}")
+        value = cfg.get(key)
+        if value is not None:
+            if isinstance(value, float) and not math.isfinite(value):
+                raise bad_field(family, key, value, "a finite number")
+            return value
+    raise _missing(family, keys)
