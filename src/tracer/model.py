@@ -235,7 +235,9 @@ def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = Fa
         spec = replace(spec, pooling=read_pooling(folder))
     files = WeightFiles(folder)
     sources = adapter.weight_sources(spec)
-    check_sizes(files, expected_shapes(spec), {n: s.hf_name for n, s in sources.items()}, _size_summary(spec))
+    shapes = expected_shapes(spec)
+    stored = {n: _resolve(files, (sources[n].hf_name, *sources[n].aliases)) for n in shapes}  # missing: named here
+    check_sizes(files, shapes, stored, _size_summary(spec))
     used: set[str] = set()
     weights = load_weights(files, sources, spec, DTYPES[dtype], used)
     ignored = (*getattr(adapter, "IGNORED", ()), *(("lm_head.weight",) if spec.tied_embeddings else ()))
