@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import traceback
 from typing import Callable
 
 import typer
+
+try:  # typer >= 0.2x vendors click as typer._click; its exceptions are not click's
+    from typer._click import exceptions as cx
+except ImportError:  # pragma: no cover
+    from click import exceptions as cx
+from typer.core import TyperGroup
 from rich.console import Console
 from rich.markup import escape
 
@@ -63,13 +70,115 @@ def handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
+_ASCII_INT = re.compile(r"[+-]?[0-9]{1,18}")
+
+
 def parse_int_list(text: str, what: str) -> list[int]:
-    """'5,17,42' -> [5, 17, 42], with a clear error for anything else."""
+    """'5,17,42' -> [5, 17, 42]: ASCII digits only (no '²' or '⑤'), at most 18 digits each."""
     items = [t.strip() for t in text.replace(" ", ",").split(",") if t.strip()]
     if not items:
         raise TracerError(f"{what} is empty")
+    for t in items:
+        if not _ASCII_INT.fullmatch(t):
+            if re.fullmatch(r"[+-]?[0-9]+", t):
+                raise TracerError(f"{what}: {t[:24]!r}... is too large" if len(t) > 24 else f"{what}: {t!r} is too large")
+            raise TracerError(f"{what}: {t[:40]!r} is not an integer", hint="write ids with the digits 0-9, e.g. 5,17,42")
+    return [int(t) for t in items]
+
+
+# ---------- command-line errors in tracer's one-line form ----------
+
+
+def check_argv(args: list[str]) -> None:
+    """Arguments that are not valid UTF-8 (Python keeps them as lone surrogates) are refused up front."""
+    for i, a in enumerate(args, start=1):
+        try:
+            a.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = a.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            raise TracerError(f"argument {i} ({shown[:40]!r}) is not valid UTF-8 text",
+                              hint="pass text in UTF-8; give exact token ids with --ids") from None
+
+
+_PYDANTIC_MESSAGES = (
+    (re.compile(r"Input should be greater than or equal to (\S+)"), "must be at least {0}"),
+    (re.compile(r"Input should be greater than (\S+)"), "must be greater than {0}"),
+    (re.compile(r"Input should be less than or equal to (\S+)"), "must be at most {0}"),
+    (re.compile(r"Input should be less than (\S+)"), "must be less than {0}"),
+    (re.compile(r"Input should be a valid integer"), "not an integer"),
+    (re.compile(r"Input should be a valid number"), "not a number"),
+    (re.compile(r"Input should be a finite number"), "not a finite number"),
+    (re.compile(r"(.+) is not in the range x>=(\S+?)\.?$"), "must be at least {1}"),
+    (re.compile(r"(.+) is not in the range x<=(\S+?)\.?$"), "must be at most {1}"),
+)
+
+
+def _param_name(param) -> str:
+    opts = getattr(param, "opts", None) or []
+    if opts and opts[0].startswith("-"):
+        return opts[0]
+    return (getattr(param, "metavar", None) or getattr(param, "name", None) or "argument").upper()
+
+
+def _given_value(exc) -> str | None:
+    """The value the user typed, when the validator kept it (pydantic errors do)."""
+    cause = exc.__cause__
     try:
-        return [int(t) for t in items]
-    except ValueError:
-        bad = next(t for t in items if not t.lstrip("-").isdigit())
-        raise TracerError(f"{what}: {bad!r} is not an integer") from None
+        value = cause.errors()[0]["input"]  # pydantic ValidationError
+    except Exception:  # noqa: BLE001 - any other cause has no value to show
+        return None
+    return repr(value)[:40]
+
+
+def usage_message(exc) -> tuple[str, str | None]:
+    """click's (or typer's) usage error -> (tracer's one-line message, hint)."""
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "tracer"
+    hint = f"{command} --help"
+    if isinstance(exc, cx.NoSuchOption):
+        more = f"; did you mean {', '.join(sorted(exc.possibilities)[:3])}?" if exc.possibilities else ""
+        return f"{exc.option_name}: no such option{more}", hint
+    if isinstance(exc, cx.MissingParameter) and exc.param is not None:
+        return f"missing {_param_name(exc.param)}", hint
+    if isinstance(exc, cx.BadParameter) and exc.param is not None:
+        text = exc.message.strip().rstrip(".")
+        for pattern, form in _PYDANTIC_MESSAGES:
+            m = pattern.match(text)
+            if m:
+                text = form.format(*m.groups())
+                break
+        given = _given_value(exc)
+        return f"{_param_name(exc.param)}: {text}" + (f" (got {given})" if given else ""), hint
+    message = exc.format_message().strip().rstrip(".")
+    return (message[:1].lower() + message[1:]) if message else "invalid command line", hint
+
+
+class TracerGroup(TyperGroup):
+    """The root command: usage errors, bad argv and uncaught errors end as `error: ...`, exit 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            check_argv(argv)
+            rv = super().main(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        except cx.NoArgsIsHelpError:
+            rv = 0  # typer has printed the help
+        except cx.ClickException as exc:
+            message, hint = usage_message(exc)
+            _exit(fail(message, hint).exit_code, standalone_mode)
+            return 2
+        except TracerError as exc:
+            _exit(fail(exc.message, exc.hint).exit_code, standalone_mode)
+            return 2
+        except typer.Abort:
+            _exit(fail("interrupted").exit_code, standalone_mode)
+            return 2
+        code = rv if isinstance(rv, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _exit(code: int, standalone: bool) -> None:
+    if standalone:
+        sys.exit(code)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import typer
 
 from tracer import __version__
+from tracer.cli.common import TracerGroup
 
 app = typer.Typer(
     name="tracer",
+    cls=TracerGroup,
     help=(
         "See how a transformer turns text into a next-token distribution, one step at a time, in NumPy.\n\n"
         "Examples:\n\n"

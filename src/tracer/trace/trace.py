@@ -11,14 +11,13 @@ too: its steps are its tensors, in header order, with no metadata.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from tracer.errors import TracerError
+from tracer.outputs import write_output
 from tracer.trace.stats import tensor_stats
 
 FORMAT = "tracer-trace"
@@ -83,14 +82,18 @@ class Trace:
     def save(self, path: str | Path) -> Path:
         """Write atomically: on any failure no partial file is left behind."""
         path = Path(path)
+        write_output(path, self.writer())
+        return path
+
+    def writer(self):
+        """The file form as a writer for tracer.outputs (to stage it with other outputs)."""
         meta = dict(self.meta)
         meta["format"] = FORMAT
         meta["format_version"] = FORMAT_VERSION
         meta["steps"] = [s.describe() for s in self.steps]
         tensors = {s.name: s.array for s in self.steps if s.array is not None}
         header_meta = {"tracer": json.dumps(meta, sort_keys=True, ensure_ascii=False, separators=(",", ":"))}
-        write_safetensors(path, tensors, header_meta)
-        return path
+        return safetensors_writer(tensors, header_meta)
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
@@ -132,7 +135,12 @@ _ST_CODES = {
 
 
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
-    """A deterministic safetensors writer: sorted names, 8-byte aligned header, no timestamps."""
+    """A deterministic safetensors writer: sorted names, 8-byte aligned header, no timestamps; atomic."""
+    write_output(Path(path), safetensors_writer(tensors, metadata))
+
+
+def safetensors_writer(tensors: dict[str, np.ndarray], metadata: dict[str, str]):
+    """A function that writes the file to an open binary stream (checks dtypes before anything is written)."""
     header: dict[str, object] = {"__metadata__": metadata}
     offset = 0
     order = sorted(tensors)
@@ -145,18 +153,11 @@ def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict
         offset += a.nbytes
     blob = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
     blob += b" " * (-len(blob) % 8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(len(blob).to_bytes(8, "little"))
-            out.write(blob)
-            for name in order:
-                out.write(np.ascontiguousarray(tensors[name]).astype(tensors[name].dtype.newbyteorder("<"), copy=False).tobytes())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a saved trace is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    def write(out) -> None:
+        out.write(len(blob).to_bytes(8, "little"))
+        out.write(blob)
+        for name in order:
+            out.write(np.ascontiguousarray(tensors[name]).astype(tensors[name].dtype.newbyteorder("<"), copy=False).tobytes())
+
+    return write
