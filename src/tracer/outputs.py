@@ -45,23 +45,31 @@ def existing_ancestor(path: Path) -> Path:
 def check_output(path: Path, what: str, reading: Iterable[Path] = ()) -> None:
     """Refuse an output path that cannot work, before any work is done."""
     text = str(path)
+    shown = text if len(text) <= 80 else text[:60] + "..." + text[-12:]
     if not text or path.name in ("", ".", "..") or text.endswith(os.sep):
-        raise TracerError(f"{what} {text!r}: not a file name")
-    if path.is_dir():
-        raise TracerError(f"{what} {path}: is a directory", hint="give a file name, e.g. DIR/trace.safetensors")
-    if path.exists() and not path.is_file():
-        raise TracerError(f"{what} {path}: not a regular file")
-    anc = existing_ancestor(path)
-    if not anc.is_dir():
-        raise TracerError(f"{what} {path}: {anc} is a file, not a folder")
-    limit = name_max(anc)
-    if len(path.name.encode("utf-8", "surrogateescape")) + len(TMP_TAG) + 20 > limit:
-        raise TracerError(f"{what} {path.name[:40]}...: file name too long ({len(path.name)} characters)",
-                          hint=f"the file system allows {limit} bytes per name")
+        raise TracerError(f"{what} {shown!r}: not a file name")
+    try:
+        anc = existing_ancestor(path)
+        limit = name_max(anc)
+        too_long = [p for p in path.parts if len(p.encode("utf-8", "surrogateescape")) > limit]
+        if too_long or len(path.name.encode("utf-8", "surrogateescape")) + len(TMP_TAG) + 20 > limit:
+            raise TracerError(f"{what} {shown}: file name too long", hint=f"the file system allows {limit} bytes per name")
+        if path.is_dir():
+            raise TracerError(f"{what} {shown}: is a folder, not a file", hint="give a file name, e.g. DIR/trace.safetensors")
+        if path.exists() and not path.is_file():
+            raise TracerError(f"{what} {shown}: not a regular file")
+        if not anc.is_dir():
+            raise TracerError(f"{what} {shown}: {anc} is a file, not a folder")
+        if not os.access(anc, os.W_OK | os.X_OK):
+            raise TracerError(f"{what} {shown}: cannot write in {anc} (permission denied or read-only)")
+        if path.exists() and not os.access(path, os.W_OK) and not os.access(path.parent, os.W_OK):
+            raise TracerError(f"{what} {shown}: permission denied")
+    except OSError as exc:
+        raise TracerError(f"{what} {shown}: {exc.strerror or exc}") from None
     target = _real(path)
     for r in reading:
         if _real(Path(r)) == target:
-            raise TracerError(f"{what} {path}: that file is part of the checkpoint being read; tracer will not overwrite it",
+            raise TracerError(f"{what} {shown}: that file is part of the checkpoint being read; tracer will not overwrite it",
                               hint="write the output somewhere else")
 
 
@@ -203,7 +211,7 @@ def write_outputs(files: Mapping[Path, Writer]) -> None:
                 _unlink(tmp)
             _cleanup_live()
             if isinstance(exc, OSError):
-                raise TracerError(f"cannot write {current}: {_reason(exc)}", hint="the previous file, if any, is untouched") from None
+                raise TracerError(f"cannot write {_short(current)}: {_reason(exc)}", hint="the previous file, if any, is untouched") from None
             raise
         finally:
             for _existed, b in backups.values():
@@ -247,6 +255,11 @@ def _unlink(p: Path) -> None:
     except OSError:
         pass
     _live.discard(p)
+
+
+def _short(path: Path) -> str:
+    text = str(path)
+    return text if len(text) <= 80 else text[:60] + "..." + text[-12:]
 
 
 def _reason(exc: OSError) -> str:

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import handle_errors, make_console, parse_int_list
+from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
 from tracer.errors import TracerError
 
 CAPTURE_HELP = """Run a checkpoint folder in transformers (eager attention, float32) and save a trace under tracer's step names.
@@ -56,6 +56,7 @@ def capture(
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
     decoder_row = parse_int_list(decoder_ids, "--decoder-ids") if decoder_ids else None
     type_rows = [parse_int_list(s, "--token-types") for s in token_types] if token_types else None
+    check_outputs({"--output": output}, reading=checkpoint_files(model_dir))
     missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
     if missing:  # after the input checks, so a wrong command line is told first
         raise TracerError(f"tracer capture needs torch and transformers ({' and '.join(missing)} not installed)", hint=INSTALL_HINT)

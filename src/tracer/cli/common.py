@@ -57,20 +57,43 @@ def handle_errors(fn: Callable) -> Callable:
             if os.environ.get(DEBUG_ENV):
                 traceback.print_exc()
             raise fail(exc.message, exc.hint) from None
-        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-            if os.environ.get(DEBUG_ENV):
-                traceback.print_exc()
-            raise fail(f"{exc.filename or ''}: {exc.strerror}".lstrip(": ")) from None
-        except MemoryError:
-            raise fail("out of memory", hint="narrow --keep or shorten the input") from None
         except BrokenPipeError:
             sys.stderr.close()
             raise typer.Exit(0) from None
+        except OSError as exc:  # not found, permission denied, name too long, no space, loops, ...
+            if os.environ.get(DEBUG_ENV):
+                traceback.print_exc()
+            raise fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
+        except MemoryError:
+            raise fail("out of memory", hint="narrow --keep or shorten the input") from None
+        except RecursionError:
+            raise fail("the input is nested too deeply") from None
 
     return wrapper
 
 
 _ASCII_INT = re.compile(r"[+-]?[0-9]{1,18}")
+
+
+def check_outputs(outputs: dict, reading=()) -> None:
+    """Every output path (option name -> Path or None) is usable and distinct, before any work starts."""
+    from tracer.outputs import check_distinct, check_output
+
+    for what, path in outputs.items():
+        if path is not None:
+            check_output(path, what, reading)
+    check_distinct(outputs)
+
+
+def checkpoint_files(folder) -> list:
+    """The files a run reads from a checkpoint folder (outputs must not replace them)."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    names = ("config.json", "tokenizer.json", "model.safetensors.index.json", "tokenizer_config.json")
+    return [folder / n for n in names] + sorted(folder.glob("*.safetensors"))
 
 
 def parse_int_list(text: str, what: str) -> list[int]:
@@ -172,6 +195,14 @@ class TracerGroup(TyperGroup):
             return 2
         except typer.Abort:
             _exit(fail("interrupted").exit_code, standalone_mode)
+            return 2
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a bug: still one line, the traceback on request
+            if os.environ.get(DEBUG_ENV):
+                traceback.print_exc()
+            _exit(fail(f"internal error: {exc.__class__.__name__}: {str(exc)[:200]}",
+                       hint=f"this is a bug in tracer; {DEBUG_ENV}=1 shows the traceback").exit_code, standalone_mode)
             return 2
         code = rv if isinstance(rv, int) else 0
         if standalone_mode:

@@ -11,7 +11,7 @@ from typing import List, Optional
 import numpy as np
 import typer
 
-from tracer.cli.common import handle_errors, make_console, parse_int_list
+from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
 from tracer.diff.compare import DEFAULT_ATOL, DEFAULT_RTOL
 from tracer.errors import TracerError
 
@@ -58,6 +58,7 @@ def diff(
     top_k: int = typer.Option(5, "--top-k", help="k of the top-k overlap on logits and probs."),
     dtype: str = typer.Option("float32", "--dtype", help="Compute dtype when running checkpoint folders: float32 or float64."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML page: the per-step error profile on a log scale with the first divergence marked, and the tables."),
+    allow_unused: bool = typer.Option(False, "--allow-unused", help="Run checkpoint folders even when they hold weights the config does not use."),
 ):
     from tracer.diff import diff_traces, report_json
     from tracer.render.diff_view import render_diff
@@ -70,8 +71,10 @@ def diff(
     if text is not None and id_rows:
         raise TracerError("give TEXT or --ids, not both")
     step_globs = tuple(g for s in steps for g in s.split(",") if g) if steps else None
+    reading = [a, b, *checkpoint_files(a), *checkpoint_files(b)]
+    check_outputs({"--export-html": export_html}, reading=reading)
     with np.errstate(over="ignore", invalid="ignore"):  # statistics of dtype-minimum masks overflow float32 sums
-        sides = load_sides(a, b, text, id_rows, dtype)
+        sides = load_sides(a, b, text, id_rows, dtype, allow_unused)
         report = diff_traces(sides.ref, sides.mine, names=names, atol=atol, rtol=rtol, steps=step_globs, top_k=top_k,
                              ref_label=str(a), mine_label=str(b))
     if not report.compared and not report.diverged:
@@ -97,7 +100,8 @@ class Sides:
     models: tuple | None = None  # (model_a, model_b) when both are checkpoint folders
 
 
-def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | None, dtype: str) -> Sides:
+def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | None, dtype: str,
+               allow_unused: bool = False) -> Sides:
     """Both sides as Traces; folders are run on the same input (TEXT, --ids, or the other side's input.ids)."""
     from tracer.trace import Trace
 
@@ -107,7 +111,7 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
     if a.is_dir() and b.is_dir():
         if text is None and not id_rows:
             raise TracerError("two checkpoint folders need an input", hint=f'tracer diff {a} {b} "春天来" (or --ids 5,17,42)')
-        model_a, model_b = _load(a, dtype), _load(b, dtype)
+        model_a, model_b = _load(a, dtype, allow_unused), _load(b, dtype, allow_unused)
         ref = _run(model_a, text, id_rows)
         pad_side = "right"
         if text is not None and model_b.tokenizer is None:  # B cannot tokenize: give it A's ids
@@ -122,17 +126,17 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
             if taken is None:
                 raise TracerError(f"{file} has no input.ids to run {folder} on", hint="give TEXT or --ids")
             id_rows, pad_side = taken
-        ran = _run(_load(folder, dtype), text, id_rows, pad_side)
+        ran = _run(_load(folder, dtype, allow_unused), text, id_rows, pad_side)
         return Sides(ran, trace) if a.is_dir() else Sides(trace, ran)
     if text is not None or id_rows:
         raise TracerError("TEXT and --ids are for checkpoint folders; both A and B are trace files")
     return Sides(Trace.load(a), Trace.load(b))
 
 
-def _load(folder: Path, dtype: str):
+def _load(folder: Path, dtype: str, allow_unused: bool = False):
     from tracer.api import load_model
 
-    return load_model(folder, dtype=dtype)
+    return load_model(folder, dtype=dtype, allow_unused=allow_unused)
 
 
 def _run(model, text, id_rows, pad_side: str = "right"):

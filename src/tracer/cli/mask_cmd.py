@@ -90,6 +90,8 @@ def mask_command(
         return row_command(console, row, token_list, query, row_keep, as_json)
     if convention is None:
         raise TracerError("--convention NAME is required", hint="tracer mask --list shows them")
+    if save:
+        check_save(save)
     from tracer.masks.check_weights import check_weights, load_weights
     from tracer.masks.compare import compare
     from tracer.masks.conventions import canonical_mask
@@ -284,10 +286,27 @@ def emit_json(obj) -> None:
     sys.stdout.write(json.dumps(json_safe(obj), ensure_ascii=False, allow_nan=False) + "\n")
 
 
-def save_npz(path: str, result) -> None:
+def check_save(path: str) -> None:
+    from pathlib import Path
+
+    from tracer.outputs import check_output
+
     if not path.endswith(".npz"):
         raise TracerError(f"--save {path!r}: the file must end in .npz")
-    np.savez(path, keep=result.keep, soft=result.soft, fill=result.fill,
+    check_output(Path(path), "--save")
+
+
+def save_npz(path: str, result) -> None:
+    from pathlib import Path
+
+    from tracer.outputs import write_output
+
+    check_save(path)
+    write_output(Path(path), lambda out: _write_npz(out, result))
+
+
+def _write_npz(out, result) -> None:
+    np.savez(out, keep=result.keep, soft=result.soft, fill=result.fill,
              bias=result.bias if result.bias is not None else np.zeros(result.score_shape),
              additive=result.additive(), convention=np.array(result.convention),
              score_shape=np.array(result.score_shape, dtype=np.int64))

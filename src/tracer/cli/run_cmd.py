@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import handle_errors, make_console, parse_int_list
+from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
 from tracer.errors import TracerError
 
 
@@ -81,6 +81,7 @@ def run(
     attn: Optional[str] = typer.Option(None, "--attn", help="Encoder-decoder: self or cross attention in the attention view (default: cross for the decoder)."),
     as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML report of the chosen sections (every layer's attention as heatmaps, the lens over positions); opens offline."),
+    allow_unused: bool = typer.Option(False, "--allow-unused", help="Run even when the checkpoint holds weights the config does not use (e.g. a classification head); they are listed as a warning."),
 ):
     from tracer.api import load_model
     from tracer.default_model import default_model_path
@@ -92,13 +93,18 @@ def run(
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
     if not prompts and not id_rows:
         raise TracerError("nothing to run: give a prompt or --ids", hint='tracer run "春天来"')
-    m = load_model(model if model is not None else default_model_path(), dtype=dtype)
+    folder = model if model is not None else default_model_path()
+    check_outputs({"--save": save, "--export-html": export_html}, reading=checkpoint_files(folder))
+    sections = resolve_sections(only, lens, values, steps_filter=bool(steps), cost=cost)
+    m = load_model(folder, dtype=dtype, allow_unused=allow_unused)
+    if m.unused_weights:
+        warn_unused(m.unused_weights)
     target_id, target_note = resolve_target(target, m.tokenizer)
     options = RunOptions(
         batch_row=batch_row, top_k=top_k, position=position, target_id=target_id, target_text=target,
         target_note=target_note, layer=layer, head=head, layers=parse_layers(layers, m.spec.n_layers),
         steps=tuple(steps or ()), all_steps=all_steps,
-        sections=resolve_sections(only, lens, values, steps_filter=bool(steps), cost=cost), stack=stack, attn=attn,
+        sections=sections, stack=stack, attn=attn,
     )
     route = dict(pair=pair, token_types=[parse_int_list(t, "--token-types") for t in token_types] if token_types else None,
                  decoder_text=decoder_text, decoder_ids=parse_int_list(decoder_ids, "--decoder-ids") if decoder_ids else None,
@@ -114,15 +120,12 @@ def run(
         trace.meta["mask"]["read"] = {"convention": read.convention, "steps": [st.line() for st in read.steps],
                                       "warnings": [w.to_json() for w in read.warnings]}
     report = build_report(trace, options, vocab=vocab_lookup(m.tokenizer), model=m)  # checks the options first
-    if save is not None:
-        trace.save(save)
+    write_run_outputs(save, export_html, trace, report, m, target_id)  # both files or neither, before any output
     if as_json:
         data = json_view(report)
         if read is not None:
             data["mask_input"] = read.to_json()
         print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
-    if export_html is not None:
-        write_run_page(export_html, report, trace, m, vocab_lookup(m.tokenizer), target_id)
     if as_json:
         return
     console = make_console()
@@ -134,21 +137,45 @@ def run(
     show(console, report)
 
 
-def write_run_page(path: Path, report: dict, trace, model, vocab, target_id: int | None = None) -> None:
-    """The HTML report of a run: the report's sections, every layer's attention, the lens over positions."""
+def write_run_outputs(save: Path | None, export_html: Path | None, trace, report: dict, model, target_id) -> None:
+    """--save and --export-html: staged together, so a failure leaves neither."""
+    from tracer.outputs import write_outputs
+
+    files = {}
+    if save is not None:
+        files[save] = trace.writer()
+    if export_html is not None:
+        page = run_page_text(report, trace, model, vocab_lookup(model.tokenizer), target_id).encode("utf-8")
+        files[export_html] = lambda out: out.write(page)
+    if files:
+        write_outputs(files)
+
+
+def run_page_text(report: dict, trace, model, vocab, target_id: int | None = None) -> str:
     from tracer.html import run_page
     from tracer.html.collect import add_page_data
 
-    page = run_page(add_page_data(dict(report), trace, model, vocab, target_id))
-    write_text(path, page)
+    return run_page(add_page_data(dict(report), trace, model, vocab, target_id))
+
+
+def write_run_page(path: Path, report: dict, trace, model, vocab, target_id: int | None = None) -> None:
+    """The HTML report of a run: the report's sections, every layer's attention, the lens over positions."""
+    write_text(path, run_page_text(report, trace, model, vocab, target_id))
 
 
 def write_text(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except IsADirectoryError:
-        raise TracerError(f"{path} is a folder; give a file name such as report.html") from None
+    """A text output, written atomically (checked, staged, fsynced, renamed)."""
+    from tracer.outputs import check_output, write_output
+
+    check_output(path, "output")
+    data = text.encode("utf-8")
+    write_output(path, lambda out: out.write(data))
+
+
+def warn_unused(names) -> None:
+    more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+    make_console(stderr=True).print(f"warning: {names[0]}{more} in the checkpoint not used (--allow-unused)",
+                                    markup=False, soft_wrap=True)
 
 
 def show(console, report: dict) -> None:

@@ -48,6 +48,8 @@ def resolve_sections(only: list[str] | None, lens: bool, values: bool, steps_fil
                 if name not in SECTIONS:
                     raise TracerError(f"--only: unknown section {word!r}", hint="choose from " + ", ".join(SECTIONS))
                 chosen.append(name)
+        if not chosen:
+            raise TracerError("--only names no section", hint="choose from " + ", ".join(SECTIONS))
     else:
         chosen = ["steps"] if steps_filter else list(DEFAULT_SECTIONS)
     if lens:
