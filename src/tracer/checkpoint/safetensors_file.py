@@ -9,7 +9,6 @@ is a clear error instead of garbage numbers.
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tracer.checkpoint.jsonload import load_json
 from tracer.errors import TracerError
 
 _DTYPES: dict[str, np.dtype] = {
@@ -32,6 +32,8 @@ _DTYPES: dict[str, np.dtype] = {
     "BOOL": np.dtype("?"),
 }
 _MAX_HEADER = 100 * 1024 * 1024
+_MAX_NDIM = 16
+_MAX_DIM = 1 << 48  # no real tensor axis is longer; keeps products and numpy shapes sane
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,24 @@ def widen(raw: np.ndarray, st_dtype: str) -> np.ndarray:
     return raw
 
 
+def check_regular_file(path: Path, what: str = "file") -> None:
+    """Refuse FIFOs, devices, directories, dangling links and symlink loops before opening anything."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode  # follows links; a loop raises ELOOP
+    except FileNotFoundError:
+        raise TracerError(f"{path}: no such {what}") from None
+    except OSError as exc:
+        raise TracerError(f"{path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise TracerError(f"{path}: is a directory, expected a {what}")
+    if not stat.S_ISREG(mode):
+        raise TracerError(f"{path}: not a regular file (a FIFO, socket or device), expected a {what}")
+
+
 def _read_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str]]:
-    if not path.is_file():
-        raise TracerError(f"{path}: no such file")
+    check_regular_file(path, "safetensors file")
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(8)
@@ -93,45 +110,59 @@ def _read_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str]]:
                 f"{path}: corrupt safetensors header: it claims {n} header bytes but the file has {size} bytes",
                 hint="the file is truncated or not safetensors",
             )
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TracerError(f"{path}: corrupt safetensors header: not valid JSON ({exc.__class__.__name__})") from None
+        header = load_json(f.read(n), f"{path}: corrupt safetensors header", max_depth=8)
     if not isinstance(header, dict):
         raise TracerError(f"{path}: corrupt safetensors header: not a JSON object")
     metadata = header.pop("__metadata__", None) or {}
-    if not isinstance(metadata, dict):
-        raise TracerError(f"{path}: corrupt safetensors header: __metadata__ is not an object")
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise TracerError(f"{path}: corrupt safetensors header: __metadata__ is not an object of strings")
     data_start = 8 + n
     entries: dict[str, TensorEntry] = {}
     for name, info in header.items():
         entries[name] = _entry(path, name, info, data_start, size)
     _check_no_overlap(path, entries)
-    return entries, {str(k): str(v) for k, v in metadata.items()}
+    return entries, {str(k): v for k, v in metadata.items()}
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _entry(path: Path, name: str, info: object, data_start: int, size: int) -> TensorEntry:
-    try:
-        dtype, shape, (begin, end) = info["dtype"], tuple(int(s) for s in info["shape"]), info["data_offsets"]
-        begin, end = int(begin), int(end)
-    except (TypeError, KeyError, ValueError):
-        raise TracerError(f"{path}: corrupt safetensors header: bad entry for tensor {name!r}") from None
+    bad = TracerError(f"{path}: corrupt safetensors header: bad entry for tensor {name[:80]!r}",
+                      hint='each tensor needs {"dtype": "F32", "shape": [ints], "data_offsets": [begin, end]}')
+    if not isinstance(info, dict):
+        raise bad
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str) or not isinstance(shape, list) or not isinstance(offsets, list) or len(offsets) != 2:
+        raise bad
+    if not all(_is_int(v) for v in (*shape, *offsets)) or len(shape) > _MAX_NDIM:
+        raise bad
+    if any(s > _MAX_DIM for s in shape):
+        raise TracerError(f"{path}: corrupt safetensors header: tensor {name[:80]!r} has a dimension beyond 2**48")
+    if any(o > size for o in offsets):
+        raise TracerError(f"{path}: truncated or corrupt: tensor {name[:80]!r} has data offsets {offsets} "
+                          f"beyond the file's {size} bytes")
+    shape, (begin, end) = tuple(shape), offsets
     if dtype not in _DTYPES:
         raise TracerError(
-            f"{path}: tensor {name!r} has dtype {dtype}, which tracer does not read",
+            f"{path}: tensor {name[:80]!r} has dtype {dtype[:20]!r}, which tracer does not read",
             hint="supported: " + ", ".join(_DTYPES),
         )
     if any(s < 0 for s in shape):
-        raise TracerError(f"{path}: corrupt safetensors header: negative dimension in {name!r}")
+        raise TracerError(f"{path}: corrupt safetensors header: negative dimension in {name[:80]!r}")
     nbytes = math.prod(shape) * _DTYPES[dtype].itemsize
+    if nbytes > size:
+        raise TracerError(f"{path}: corrupt safetensors header: tensor {name[:80]!r} {dtype}{list(shape)} needs "
+                          f"{nbytes} bytes but the file has {size}")
     if begin < 0 or end < begin or end - begin != nbytes:
         raise TracerError(
-            f"{path}: corrupt safetensors header: tensor {name!r} {dtype}{list(shape)} needs {nbytes} bytes "
+            f"{path}: corrupt safetensors header: tensor {name[:80]!r} {dtype}{list(shape)} needs {nbytes} bytes "
             f"but its offsets [{begin}, {end}] give {end - begin}"
         )
     if data_start + end > size:
         raise TracerError(
-            f"{path}: truncated: tensor {name!r} ends at byte {data_start + end} but the file has {size} bytes"
+            f"{path}: truncated: tensor {name[:80]!r} ends at byte {data_start + end} but the file has {size} bytes"
         )
     return TensorEntry(name, dtype, shape, data_start + begin, data_start + end)
 

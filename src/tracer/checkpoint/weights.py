@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
-from tracer.checkpoint.safetensors_file import SafetensorsFile
+from tracer.checkpoint.jsonload import load_json
+from tracer.checkpoint.safetensors_file import SafetensorsFile, check_regular_file
 from tracer.errors import TracerError
 
+_MAX_INDEX = 64 * 1024 * 1024
 _PICKLE_NAMES = ("pytorch_model.bin", "model.bin", "model.pt", "model.pth", "pytorch_model.bin.index.json")
 
 
@@ -61,19 +62,24 @@ class WeightFiles:
 def _open_files(folder: Path) -> list[SafetensorsFile]:
     index = folder / "model.safetensors.index.json"
     single = folder / "model.safetensors"
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-            shards = sorted(set(weight_map.values()))
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
-            raise TracerError(f"{index}: not a valid safetensors index (needs a weight_map object)") from None
+    if index.exists() or index.is_symlink():
+        check_regular_file(index, "safetensors index")
+        if index.stat().st_size > _MAX_INDEX:
+            raise TracerError(f"{index}: {index.stat().st_size} bytes is too large for a safetensors index")
+        data = load_json(index.read_bytes(), str(index))
+        weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise TracerError(f"{index}: not a valid safetensors index (needs a weight_map object of tensor -> file name)")
+        shards = sorted(set(weight_map.values()))
+        for s in shards:
+            check_shard_name(folder, s)
         missing = [s for s in shards if not (folder / s).is_file()]
         if missing:
             raise TracerError(f"{folder}: shard {missing[0]} named in model.safetensors.index.json is missing")
         files = [SafetensorsFile(folder / s) for s in shards]
         _check_index(index, weight_map, files)
         return files
-    if single.is_file():
+    if single.exists() or single.is_symlink():
         return [SafetensorsFile(single)]
     others = sorted(folder.glob("model*.safetensors"))
     if others:
@@ -88,6 +94,16 @@ def _open_files(folder: Path) -> list[SafetensorsFile]:
     if not folder.is_dir():
         raise TracerError(f"{folder}: no such checkpoint folder")
     raise TracerError(f"{folder}: no model.safetensors (nor a sharded set with model.safetensors.index.json)")
+
+
+def check_shard_name(folder: Path, name: str) -> None:
+    """A shard is a plain file name inside the checkpoint folder: no path separators, no .., no absolute path."""
+    p = Path(name)
+    if (not name or p.is_absolute() or len(p.parts) != 1 or name in (".", "..") or "\\" in name or "\0" in name
+            or not name.endswith(".safetensors")):
+        raise TracerError(f"{folder / 'model.safetensors.index.json'}: shard name {name[:80]!r} is not a .safetensors "
+                          "file name inside the checkpoint folder", hint="tracer reads shards only from the folder itself")
+    # a symlink inside the folder may point elsewhere (the Hugging Face cache links snapshots to blobs): allowed
 
 
 def _check_index(index: Path, weight_map: dict, files: list[SafetensorsFile]) -> None:

@@ -306,7 +306,16 @@ def file_resolver(path: Path) -> Resolver:
 
 
 def read_map_file(path: Path) -> dict:
-    text = path.read_text(encoding="utf-8")
+    from tracer.checkpoint.jsonload import load_json
+    from tracer.checkpoint.safetensors_file import check_regular_file
+
+    check_regular_file(path, "name map file")
+    if path.stat().st_size > 16 * 1024 * 1024:
+        raise TracerError(f"{path}: too large for a name map file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise TracerError(f"{path}: a name map file must be UTF-8 text") from None
     if path.suffix.lower() == ".toml":
         try:
             import tomllib
@@ -314,13 +323,12 @@ def read_map_file(path: Path) -> dict:
             raise TracerError(f"{path}: TOML map files need Python 3.11+", hint="write the map as JSON") from None
         try:
             data = tomllib.loads(text)
+        except RecursionError:
+            raise TracerError(f"{path}: not valid TOML (nested too deeply)") from None
         except tomllib.TOMLDecodeError as exc:
             raise TracerError(f"{path}: not valid TOML ({exc})") from None
     else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TracerError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})", hint="or name it .toml") from None
+        data = load_json(text, str(path))
     if not isinstance(data, dict):
         raise TracerError(f"{path}: a name map is an object of their-name -> step-name")
     return data

@@ -179,6 +179,15 @@ def parse_scalar(token: str, score_dtype: str) -> tuple[float, str]:
         ) from None
 
 
+def check_depth(tokens: list[str]) -> None:
+    depth = 0
+    for tok in tokens:
+        depth += tok == "["
+        depth -= tok == "]"
+        if depth > MAX_NDIM:
+            raise TracerError(f"the mask literal nests deeper than {MAX_NDIM} levels; a mask has at most {MAX_NDIM} axes")
+
+
 def parse_nested(tokens: list[str], score_dtype: str) -> tuple[object, set[str]]:
     """Recursive descent over the tokens -> nested Python lists of floats, and the element kinds seen."""
     kinds: set[str] = set()
@@ -237,7 +246,9 @@ def parse_literal(text: str, score_dtype: str = "float32") -> MaskSource:
     body, suffix = split_suffix(text)
     if not body:
         raise TracerError("the mask literal is empty")
-    tree, kinds = parse_nested(tokenize(body), score_dtype)
+    tokens = tokenize(body)
+    check_depth(tokens)
+    tree, kinds = parse_nested(tokens, score_dtype)
     values = rectangular(tree)
     if "bool" in kinds and (kinds - {"bool"}) and not np.isin(values, (0.0, 1.0)).all():
         raise TracerError("the mask literal mixes true/false with numbers other than 0/1")
@@ -251,26 +262,58 @@ def parse_literal(text: str, score_dtype: str = "float32") -> MaskSource:
 # ---------- files ----------
 
 
+MAX_NDIM = 8  # a mask lands on [B, H, Q, K]; a few more axes still read
+
+
+def plain_array(a: object, path: Path, what: str = "array") -> np.ndarray:
+    """Only bool, integer and float arrays of a few axes (no complex, datetime, structured or object)."""
+    if not isinstance(a, np.ndarray):
+        raise TracerError(f"{path}: not a single NumPy {what}", hint="a .npz archive is read as FILE.npz:KEY")
+    if a.dtype.kind not in "biuf":
+        raise TracerError(f"{path}: the {what} has dtype {a.dtype}; a mask is bool, integer or float")
+    if a.ndim > MAX_NDIM:
+        raise TracerError(f"{path}: the {what} has {a.ndim} axes; a mask has at most {MAX_NDIM}")
+    return a
+
+
 def load_npy(path: Path) -> np.ndarray:
+    from tracer.checkpoint.safetensors_file import check_regular_file
+
+    check_regular_file(path, ".npy file")
     try:
-        return np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        raise TracerError(f"{path}: not a plain NumPy array ({exc})", hint="object arrays are never unpickled") from None
+        with open(path, "rb") as f:
+            if f.read(6) != b"\x93NUMPY":
+                raise TracerError(f"{path}: not a .npy file (no NumPy header)", hint="a .npz archive is read as FILE.npz:KEY")
+        return plain_array(np.load(path, allow_pickle=False), path)
+    except (ValueError, EOFError, OSError) as exc:
+        raise TracerError(f"{path}: not a plain NumPy array ({str(exc)[:120]})", hint="object arrays are never unpickled") from None
 
 
 def load_npz_key(path: Path, key: str | None) -> np.ndarray:
+    import zipfile
+
+    from tracer.checkpoint.safetensors_file import check_regular_file
+
+    check_regular_file(path, ".npz archive")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            keys = list(z.keys())
-            if key is None:
-                if len(keys) != 1:
-                    raise TracerError(f"{path} holds {len(keys)} arrays: name one", hint=f"{path}:KEY with KEY in {keys}")
-                key = keys[0]
-            if key not in keys:
-                raise TracerError(f"{path} has no array {key!r}", hint="arrays: " + ", ".join(keys))
-            return z[key]
-    except ValueError as exc:
-        raise TracerError(f"{path}: not a plain NumPy archive ({exc})") from None
+        return _npz_key(path, key)
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile, KeyError) as exc:
+        raise TracerError(f"{path}: not a plain NumPy archive ({str(exc)[:120]})") from None
+
+
+def _npz_key(path: Path, key: str | None) -> np.ndarray:
+    loaded = np.load(path, allow_pickle=False)
+    if isinstance(loaded, np.ndarray):
+        raise TracerError(f"{path}: a single .npy array, not a .npz archive", hint="name it .npy")
+    with loaded as z:
+        keys = list(z.keys())
+        if key is None:
+            if len(keys) != 1:
+                raise TracerError(f"{path} holds {len(keys)} arrays: name one", hint=f"{path}:KEY with KEY in {keys}")
+            key = keys[0]
+        if key not in keys:
+            raise TracerError(f"{path} has no array {key!r}", hint="arrays: " + ", ".join(keys))
+        return plain_array(z[key], path, f"array {key!r}")
 
 
 def looks_like_file(text: str) -> bool:
