@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tracer.checkpoint.jsonload import load_json
 from tracer.errors import TracerError
 from tracer.outputs import write_output
+from tracer.trace.schema import check_meta
 from tracer.trace.stats import tensor_stats
 
 FORMAT = "tracer-trace"
@@ -101,6 +103,8 @@ class Trace:
 
         f = SafetensorsFile(path)
         raw = f.metadata.get("tracer")
+        if raw is not None and not isinstance(raw, str):
+            raise TracerError(f"{path}: trace metadata is not a JSON string")
         if raw is None:
             steps = []
             for name in f.keys():
@@ -108,14 +112,15 @@ class Trace:
                 axes = tuple(f"dim{i}" for i in range(a.ndim))
                 steps.append(Step(name, axes, "", None, tuple(a.shape), str(a.dtype), tensor_stats(a), a))
             return cls(steps, {"format": "foreign", "source": Path(path).name})
-        try:
-            meta = json.loads(raw)
-            described = meta.pop("steps")
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise TracerError(f"{path}: trace metadata is not valid tracer JSON") from None
+        meta = load_json(raw, f"{path}: trace metadata", constants=True)  # stats may hold NaN
+        described = check_meta(path, meta, FORMAT_VERSION)
+        meta.pop("steps")
         steps = []
         for d in described:
             arr = f.array(d["name"]) if d["name"] in f else None
+            if arr is not None and list(arr.shape) != d["shape"]:
+                raise TracerError(f"{path}: step {d['name'][:60]!r} is described as {d['shape']} but its tensor is "
+                                  f"{list(arr.shape)}")
             steps.append(
                 Step(d["name"], tuple(d["axes"]), d["op"], d.get("hf_module"), tuple(d["shape"]), d["dtype"], d["stats"], arr)
             )
