@@ -243,7 +243,7 @@ def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = Fa
     ignored = (*getattr(adapter, "IGNORED", ()), *(("lm_head.weight",) if spec.tied_embeddings else ()))
     unused = check_unused(files, used, allow_unused, ignored)
     tok_path = folder / "tokenizer.json"
-    tokenizer = Tokenizer(tok_path) if tok_path.is_file() else None
+    tokenizer = Tokenizer(tok_path) if tok_path.exists() or tok_path.is_symlink() else None  # special files refused
     model = Model(folder, cfg, sha, spec, weights, files, tokenizer, dtype)
     model.unused_weights = tuple(unused)
     return model

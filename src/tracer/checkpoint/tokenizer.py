@@ -13,6 +13,8 @@ from pathlib import Path
 
 from tracer.errors import TracerError
 
+MAX_TOKENIZER_BYTES = 1 << 30
+
 
 @dataclass(frozen=True)
 class Token:
@@ -52,16 +54,25 @@ class Tokenizer:
     def __init__(self, path: Path):
         from tokenizers import Tokenizer as HFTokenizer
 
+        from tracer.checkpoint.jsonload import load_json
+        from tracer.checkpoint.safetensors_file import check_regular_file
+
+        check_regular_file(path, "tokenizer.json")
+        if path.stat().st_size > MAX_TOKENIZER_BYTES:
+            raise TracerError(f"{path}: {path.stat().st_size} bytes is too large for a tokenizer.json")
+        raw = path.read_bytes()
+        spec = load_json(raw, f"{path}: cannot read tokenizer", max_depth=32)
+        if not isinstance(spec, dict):
+            raise TracerError(f"{path}: cannot read tokenizer (not a JSON object)")
         try:
-            self._tok = HFTokenizer.from_file(str(path))
+            self._tok = HFTokenizer.from_str(raw.decode("utf-8"))
         except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
-            raise TracerError(f"{path}: cannot read tokenizer ({str(exc).splitlines()[0][:120]})") from None
+            raise TracerError(f"{path}: cannot read tokenizer ({(str(exc).splitlines() or [''])[0][:120]})") from None
         # tracer pads batches itself and reports a prompt that is too long: the file's own padding
         # (MiniLM pads every prompt to 128) and truncation (which cuts silently) are switched off.
         self._tok.no_padding()
         self._tok.no_truncation()
         self.path = path
-        spec = _read_json(path)
         self.byte_level = _uses_byte_level(spec)
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
         self.special_ids = _special_ids(spec)
@@ -118,24 +129,16 @@ class Tokenizer:
         return self._tok.decode(ids, skip_special_tokens=False)
 
 
-def _read_json(path: Path) -> dict:
-    """tokenizer.json as a dict ({} when unreadable: `tokenizers` itself already accepted the file)."""
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return {}
-    return spec if isinstance(spec, dict) else {}
-
-
 def _uses_byte_level(spec: dict) -> bool:
     return '"ByteLevel"' in json.dumps(spec.get("pre_tokenizer")) or '"ByteLevel"' in json.dumps(spec.get("decoder"))
 
 
 def _special_ids(spec: dict) -> frozenset[int]:
-    try:
-        return frozenset(t["id"] for t in spec.get("added_tokens", []) if t.get("special"))
-    except (KeyError, TypeError, AttributeError):
+    added = spec.get("added_tokens")
+    if not isinstance(added, list):
         return frozenset()
+    return frozenset(t["id"] for t in added
+                     if isinstance(t, dict) and t.get("special") is True and isinstance(t.get("id"), int))
 
 
 def _unk_id(spec: dict, tok) -> int | None:

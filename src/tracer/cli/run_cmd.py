@@ -120,6 +120,7 @@ def run(
         trace.meta["mask"]["read"] = {"convention": read.convention, "steps": [st.line() for st in read.steps],
                                       "warnings": [w.to_json() for w in read.warnings]}
     report = build_report(trace, options, vocab=vocab_lookup(m.tokenizer), model=m)  # checks the options first
+    warn_nonfinite(report)
     write_run_outputs(save, export_html, trace, report, m, target_id)  # both files or neither, before any output
     if as_json:
         data = json_view(report)
@@ -170,6 +171,15 @@ def write_text(path: Path, text: str) -> None:
     check_output(path, "output")
     data = text.encode("utf-8")
     write_output(path, lambda out: out.write(data))
+
+
+def warn_nonfinite(report: dict) -> None:
+    """Name the first step that produced NaN/Inf (on stderr, so it shows with --json too)."""
+    from tracer.report.nonfinite import describe
+
+    line = describe(report.get("nonfinite") or {})
+    if line:
+        make_console(stderr=True).print(f"warning: {line}", markup=False, soft_wrap=True)
 
 
 def warn_unused(names) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
@@ -13,7 +15,9 @@ BAR_WIDTH = 12
 
 
 def bar(p: float, width: int = BAR_WIDTH) -> Text:
-    """A probability as a bar of eighth blocks; the number next to it carries the value."""
+    """A probability as a bar of eighth blocks; the number next to it carries the value. No bar for NaN/Inf."""
+    if p is None or not math.isfinite(p):
+        return Text("")
     eighths = round(max(0.0, min(1.0, p)) * width * 8)
     full, rest = divmod(eighths, 8)
     return Text("█" * full + ("▏▎▍▌▋▊▉"[rest - 1] if rest else ""), style="cyan")
@@ -54,7 +58,11 @@ def _one_distribution(d: dict, top_k: list[dict], number: int) -> Group:
             token.stylize("bold underline")
         table.add_row(str(t["rank"]), token, str(t["id"]), num(t["logit"]), prob(t["prob"]), bar(t["prob"]), prob(t["cum"]))
     parts.append(table)
-    summary = Text(f"entropy {d['entropy_bits']:.2f} bits (as uncertain as {d['perplexity']:.1f} equally likely tokens)", style=DIM)
+    if d.get("entropy_bits") is None:
+        summary = Text(f"no entropy: {d.get('nonfinite', 'some')} probabilities at this position are NaN or Inf "
+                       "(see the warning above for the step that produced them)", style="bold yellow")
+    else:
+        summary = Text(f"entropy {d['entropy_bits']:.2f} bits (as uncertain as {d['perplexity']:.1f} equally likely tokens)", style=DIM)
     parts.append(summary)
     if target is not None:
         line = Text("target ", style="bold")

@@ -13,6 +13,7 @@ from tracer.report.card import model_card
 from tracer.report.distribution import lens_report, resolve_position, top_k_report
 from tracer.report.flow import flow_plan, step_records
 from tracer.report.mask import mask_report, resolve_layer
+from tracer.report.nonfinite import first_nonfinite
 from tracer.report.options import RunOptions, ids_only_vocab
 from tracer.report.pooled import pooled_report
 from tracer.report.tokens import token_rows, tokens_note
@@ -44,6 +45,7 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     if dec_tokens is not None:
         report["decoder_tokens"] = dec_tokens
     report["other_rows"] = [_row_summary(meta["tokens"][b], b) for b in range(n_rows) if b != row]
+    report["nonfinite"] = first_nonfinite(trace)
     layer = resolve_layer(options.layer, sspec["n_layers"])
     out_tokens = dec_tokens if dec_tokens is not None else tokens
     if "steps" in sections:

@@ -65,7 +65,8 @@ def top_k_report(trace, row: int, position: int, k: int, vocab, target_id: int |
     if probs is None:
         out["missing"] = missing
         return out
-    order = np.argsort(-probs, kind="stable")[:k]
+    finite = bool(np.isfinite(probs).all())
+    order = np.argsort(-np.nan_to_num(probs, nan=-np.inf), kind="stable")[:k]
     cum = 0.0
     for rank, tid in enumerate(order, start=1):
         p = float(probs[tid])
@@ -73,8 +74,11 @@ def top_k_report(trace, row: int, position: int, k: int, vocab, target_id: int |
         entry = vocab_entry(int(tid), vocab)
         entry.update({"rank": rank, "logit": None if logits is None else float(logits[tid]), "prob": p, "cum": cum})
         out["top_k"].append(entry)
-    out["entropy_bits"] = entropy_bits(probs)
-    out["perplexity"] = 2.0 ** out["entropy_bits"]
+    # a row with NaN/Inf has no meaningful entropy: say so instead of printing -0.00 bits
+    out["entropy_bits"] = entropy_bits(probs) if finite else None
+    out["perplexity"] = 2.0 ** out["entropy_bits"] if finite else None
+    if not finite:
+        out["nonfinite"] = int((~np.isfinite(probs)).sum())
     if target_id is not None:
         if not 0 <= target_id < probs.shape[-1]:
             raise TracerError(f"--target id {target_id} is outside the vocabulary [0, {probs.shape[-1]})")
