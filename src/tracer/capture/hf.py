@@ -144,9 +144,10 @@ def load_model(model_dir: Path, dtype: str):
     if not (model_dir / "config.json").is_file():
         raise TracerError(f"{model_dir}: no config.json here", hint="pass a checkpoint folder")
     try:
-        config = transformers.AutoConfig.from_pretrained(model_dir)
+        config = transformers.AutoConfig.from_pretrained(model_dir, trust_remote_code=False)
         auto = hf_routes.auto_class(transformers, config)
-        model = auto.from_pretrained(model_dir, attn_implementation="eager", dtype=getattr(torch, dtype))
+        model = auto.from_pretrained(model_dir, attn_implementation="eager", dtype=getattr(torch, dtype),
+                                     use_safetensors=True, trust_remote_code=False)  # never unpickle, never run its code
     except (OSError, ValueError, KeyError) as e:
         raise TracerError(f"{model_dir}: transformers could not load it: {e}") from None
     model.eval()
