@@ -3,6 +3,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property suites (tests/test_fuzz_*.py, marker `fuzz`): the default profile is a short run with a fixed seed
+# (derandomize) that CI runs with every suite; `pytest -m fuzz --hypothesis-profile long` is the long campaign.
+_FUZZ = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                                   HealthCheck.data_too_large, HealthCheck.filter_too_much],
+             print_blob=True, database=None)
+settings.register_profile("ci", max_examples=40, derandomize=True, **_FUZZ)
+settings.register_profile("long", max_examples=2000, **_FUZZ)
+settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "fixtures" / "models"
