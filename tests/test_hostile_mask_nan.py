@@ -99,3 +99,14 @@ def test_finite_runs_report_no_nonfinite_steps():
 
     r = cli("run", "--model", model_dir("llama"), "--ids", "1,2,3", "--only", "top_k")
     assert r.exit_code == 0 and "warning" not in r.output and "entropy" in r.output
+
+
+def test_found_by_the_fuzzer_bert_extended_mask_that_broadcasts():
+    """A (1,1) BERT mask on K=2 broadcasts in torch; it used to end in an internal TypeError."""
+    r = cli("mask", "-c", "bert-extended", "--mask", "[[0]]", "--scores", "1,1,1,2")
+    assert r.exit_code == 0 and "Traceback" not in r.output and "internal error" not in r.output, r.output
+
+
+def test_bert_extended_mask_that_cannot_broadcast_is_the_framework_error():
+    assert_contract(cli("mask", "-c", "bert-extended", "--mask", "[[1,1,1]]", "--scores", "1,1,2,2"),
+                    "must match the size of tensor b")

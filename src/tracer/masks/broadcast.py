@@ -41,6 +41,8 @@ def torch_broadcast_error(mask_shape, score_shape) -> str:
         return f"output with shape {fmt_list(score_shape)} doesn't match the broadcast shape {fmt_list(shown)}"
     i = first_mismatch(mask_shape, score_shape)
     padded = (1,) * (len(score_shape) - len(mask_shape)) + tuple(mask_shape)
+    if i is None:  # the shapes broadcast; the caller refuses them for another reason
+        return f"a mask of shape {fmt_list(mask_shape)} is not accepted for scores {fmt_list(score_shape)}"
     return (f"The size of tensor a ({score_shape[i]}) must match the size of tensor b ({padded[i]}) "
             f"at non-singleton dimension {i}")
 

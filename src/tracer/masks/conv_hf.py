@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.errors import TracerError
-from tracer.masks.broadcast import right_align, torch_broadcast_error
+from tracer.masks.broadcast import first_mismatch, right_align, torch_broadcast_error
 from tracer.masks.canon import Builder
 from tracer.masks.common import as_f64, dtype_of, framework_error, is_float, refuse_unused
 from tracer.masks.conv_torch import build_sdpa
@@ -210,7 +210,6 @@ def build_bert_extended(src: MaskSource, shape, opts, name: str, summary: str) -
     if src.is_none:
         raise TracerError(f"--convention {name} needs --mask (B,K) or (B,Q,K), 1 = token")
     m = src.resolve(("int64",), opts.score_dtype)
-    B, H, Q, K = b.shape
     fill = opts.fill if opts.fill is not None else -10000.0
     b.extra["polarity"] = "keep"
     b.hard_outcome = "nan"
@@ -222,7 +221,7 @@ def build_bert_extended(src: MaskSource, shape, opts, name: str, summary: str) -
         b.step("extended = m[:, None, :, :]", m.shape, ext.shape, ("B", "Q", "K"))
     else:
         raise TracerError(f"get_extended_attention_mask takes (B,K) or (B,Q,K); this mask is {m.ndim}-D")
-    if ext.shape[0] != B or ext.shape[-1] != K or ext.shape[2] not in (1, Q):
+    if first_mismatch(ext.shape, b.shape) is not None:  # torch broadcasting: size-1 axes stretch
         raise framework_error("BERT get_extended_attention_mask", "RuntimeError", torch_broadcast_error(ext.shape, b.shape),
                               "the extended mask must broadcast onto (B,H,Q,K)")
     keep_frac = (ext != 0).mean()
