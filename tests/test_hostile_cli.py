@@ -73,10 +73,10 @@ def cwd(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("target,fragment", [
     (".", "not a file name"),
-    ("sub", "is a directory"),
+    ("sub", "is a folder, not a file"),
     ("afile/x.safetensors", "is a file, not a folder"),
     ("a" * 300 + ".safetensors", "file name too long"),
-    ("sub/", "is a directory"),
+    ("sub/", "is a folder, not a file"),
 ])
 def test_save_paths_checked_before_the_run(cwd, target, fragment):
     (cwd / "sub").mkdir()
@@ -172,4 +172,4 @@ def test_sigterm_while_writing_leaves_no_temp_file(tmp_path):
 def test_mask_save_is_checked_before_the_work(tmp_path):
     (tmp_path / "d.npz").mkdir()
     r = cli("mask", "-c", "hf-2d", "--mask", "[[1,1]]", "--scores", "1,1,2,2", "--save", tmp_path / "d.npz")
-    assert_contract(r, "is a directory")
+    assert_contract(r, "is a folder, not a file")

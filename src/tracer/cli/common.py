@@ -105,7 +105,7 @@ def parse_int_list(text: str, what: str) -> list[int]:
         if not _ASCII_INT.fullmatch(t):
             if re.fullmatch(r"[+-]?[0-9]+", t):
                 raise TracerError(f"{what}: {t[:24]!r}... is too large" if len(t) > 24 else f"{what}: {t!r} is too large")
-            raise TracerError(f"{what}: {t[:40]!r} is not an integer", hint="write ids with the digits 0-9, e.g. 5,17,42")
+            raise TracerError(f"{what}: {t[:40]!r} is not an integer")
     return [int(t) for t in items]
 
 
