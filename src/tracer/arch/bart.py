@@ -12,24 +12,25 @@ from dataclasses import replace
 from tracer.arch.canonical import Source, transposed
 from tracer.arch.llama import activation
 from tracer.arch.spec import Spec
-from tracer.checkpoint.config import require
+from tracer.arch.llama import head_sizes
+from tracer.checkpoint.config import cfg_bool, cfg_int, cfg_size
 
 IGNORED = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
 
 
 def _stack(cfg: dict, side: str, **fields) -> Spec:
-    d = int(require(cfg, "d_model", family="bart"))
-    heads = int(require(cfg, f"{side}_attention_heads", family="bart"))
+    d = cfg_size(cfg, "d_model", "bart", "d_model")
+    heads = cfg_size(cfg, f"{side}_attention_heads", "bart", "heads")
     return Spec(
         family="bart",
         d_model=d,
-        n_layers=int(require(cfg, f"{side}_layers", family="bart")),
+        n_layers=cfg_size(cfg, f"{side}_layers", "bart", "layers"),
         n_heads=heads,
         n_kv_heads=heads,
-        d_head=d // heads,
-        d_ff=int(require(cfg, f"{side}_ffn_dim", family="bart")),
-        vocab_size=int(require(cfg, "vocab_size", family="bart")),
-        max_positions=int(require(cfg, "max_position_embeddings", family="bart")),
+        d_head=head_sizes(cfg, "bart", d, heads, key=None),
+        d_ff=cfg_size(cfg, f"{side}_ffn_dim", "bart", "d_ff"),
+        vocab_size=cfg_size(cfg, "vocab_size", "bart", "vocab"),
+        max_positions=cfg_size(cfg, "max_position_embeddings", "bart", "positions"),
         norm="layernorm",
         norm_eps=1e-5,  # nn.LayerNorm's default: BART's config has no eps
         norm_placement="post",
@@ -38,7 +39,7 @@ def _stack(cfg: dict, side: str, **fields) -> Spec:
         position_offset=2,
         position_rule="index",
         embed_norm=True,
-        embed_scale=d**0.5 if cfg.get("scale_embedding") else None,
+        embed_scale=d**0.5 if cfg_bool(cfg, "scale_embedding", "bart", default=False) else None,
         qkv_bias=True,
         o_bias=True,
         mlp="plain",
@@ -51,7 +52,7 @@ def _stack(cfg: dict, side: str, **fields) -> Spec:
 def spec_from_config(cfg: dict) -> Spec:
     encoder = _stack(cfg, "encoder", causal=False, route="encoder", head="none")
     decoder = _stack(cfg, "decoder", causal=True, route="encoder-decoder", tied_embeddings=True, head_bias=True,
-                     extras={"decoder_start_token_id": cfg.get("decoder_start_token_id", 2)})
+                     extras={"decoder_start_token_id": cfg_int(cfg, "decoder_start_token_id", "bart", minimum=0, default=2)})
     return replace(decoder, encoder=encoder)
 
 

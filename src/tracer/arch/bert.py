@@ -9,39 +9,40 @@ transformers computes them.
 from __future__ import annotations
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import activation
+from tracer.arch.llama import activation, head_sizes
 from tracer.arch.spec import Spec
-from tracer.checkpoint.config import require
+from tracer.checkpoint.config import cfg_float, cfg_int, cfg_size
 
 IGNORED = ("pooler.*", "bert.pooler.*", "*.position_ids", "*.token_type_ids", "cls.seq_relationship.*")
 
 
 def head_kind(cfg: dict) -> str:
     """"mlm" when the checkpoint declares a masked-LM class, else "none" (a bare encoder: pooled output)."""
-    arch = (cfg.get("architectures") or [""])[0] or ""
-    return "mlm" if arch.endswith("ForMaskedLM") or arch.endswith("ForPreTraining") else "none"
+    archs = cfg.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
+    return "mlm" if arch.endswith(("ForMaskedLM", "ForPreTraining")) else "none"
 
 
 def encoder_spec(cfg: dict, family: str, **overrides) -> Spec:
-    d = int(require(cfg, "hidden_size", family=family))
-    heads = int(require(cfg, "num_attention_heads", family=family))
+    d = cfg_size(cfg, "hidden_size", family, "d_model")
+    heads = cfg_size(cfg, "num_attention_heads", family, "heads")
     fields = dict(
         family=family,
         d_model=d,
-        n_layers=int(require(cfg, "num_hidden_layers", family=family)),
+        n_layers=cfg_size(cfg, "num_hidden_layers", family, "layers"),
         n_heads=heads,
         n_kv_heads=heads,
-        d_head=d // heads,
-        d_ff=int(require(cfg, "intermediate_size", family=family)),
-        vocab_size=int(require(cfg, "vocab_size", family=family)),
-        max_positions=int(require(cfg, "max_position_embeddings", family=family)),
+        d_head=head_sizes(cfg, family, d, heads, key=None),
+        d_ff=cfg_size(cfg, "intermediate_size", family, "d_ff"),
+        vocab_size=cfg_size(cfg, "vocab_size", family, "vocab"),
+        max_positions=cfg_size(cfg, "max_position_embeddings", family, "positions"),
         norm="layernorm",
-        norm_eps=float(cfg.get("layer_norm_eps", 1e-12)),
+        norm_eps=cfg_float(cfg, "layer_norm_eps", family, minimum=0.0, maximum=1.0, default=1e-12),
         norm_placement="post",
         final_norm=False,
         positions="learned",
         position_rule="index",
-        token_types=int(cfg.get("type_vocab_size", 2) or 0),
+        token_types=cfg_int(cfg, "type_vocab_size", family, minimum=0, maximum=1024, default=2),
         embed_norm=True,
         causal=False,
         qkv_bias=True,

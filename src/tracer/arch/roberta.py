@@ -10,19 +10,24 @@ from __future__ import annotations
 from tracer.arch.bert import encoder_spec, encoder_weights
 from tracer.arch.canonical import Source, transposed
 from tracer.arch.spec import Spec
+from tracer.checkpoint.config import cfg_int, cfg_size
+from tracer.errors import TracerError
 
 IGNORED = ("pooler.*", "roberta.pooler.*", "*.position_ids", "*.token_type_ids")
 
 
 def spec_from_config(cfg: dict) -> Spec:
-    pad = int(cfg.get("pad_token_id", 1) if cfg.get("pad_token_id") is not None else 1)
-    max_rows = int(cfg.get("max_position_embeddings", 514))
+    pad = cfg_int(cfg, "pad_token_id", "roberta", minimum=0, maximum=1 << 24, default=1)
+    max_rows = cfg_size(cfg, "max_position_embeddings", "roberta", "positions")
+    if max_rows <= pad + 1:
+        raise TracerError(f"config.json (roberta): max_position_embeddings {max_rows} leaves no position after the "
+                          f"pad_token_id + 1 = {pad + 1} rows RoBERTa reserves")
     return encoder_spec(
         cfg, "roberta",
         max_positions=max_rows - (pad + 1),  # the table holds pad + 1 unused rows before position 0
         position_offset=pad + 1,
         position_rule="mask",
-        token_types=int(cfg.get("type_vocab_size", 1) or 0),
+        token_types=cfg_int(cfg, "type_vocab_size", "roberta", minimum=0, maximum=1024, default=1),
         head_activation="gelu",  # RobertaLMHead always uses GELU
     )  # fmt: skip
 

@@ -16,14 +16,16 @@ from dataclasses import replace
 from tracer.arch.canonical import Source, transposed
 from tracer.arch.llama import activation
 from tracer.arch.spec import RelativeBiasSpec, Spec
-from tracer.checkpoint.config import require
+from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_int, cfg_size
 from tracer.errors import TracerError
 
 IGNORED = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
 
 
 def _gated(cfg: dict) -> tuple[bool, str]:
-    proj = str(cfg.get("feed_forward_proj") or "relu")
+    proj = cfg.get("feed_forward_proj") or "relu"
+    if not isinstance(proj, str):
+        raise TracerError(f"config.json (t5): feed_forward_proj is {proj!r}, expected a string such as 'relu' or 'gated-gelu'")
     parts = proj.split("-")
     if len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated"):
         raise TracerError(f"t5: feed_forward_proj {proj!r} is not 'ACT' or 'gated-ACT'")
@@ -32,37 +34,47 @@ def _gated(cfg: dict) -> tuple[bool, str]:
 
 
 def spec_from_config(cfg: dict) -> Spec:
-    d = int(require(cfg, "d_model", family="t5"))
-    heads = int(require(cfg, "num_heads", family="t5"))
+    d = cfg_size(cfg, "d_model", "t5", "d_model")
+    heads = cfg_size(cfg, "num_heads", "t5", "heads")
     gated, act = _gated(cfg)
-    n_enc = int(require(cfg, "num_layers", family="t5"))
-    tied_scale = cfg.get("scale_decoder_outputs", cfg.get("tie_word_embeddings", True) is not False)
+    n_enc = cfg_size(cfg, "num_layers", "t5", "layers")
+    tied = cfg_bool(cfg, "tie_word_embeddings", "t5", default=True)
+    tied_scale = cfg_bool(cfg, "scale_decoder_outputs", "t5", default=tied)
     decoder = Spec(
         family="t5",
         d_model=d,
-        n_layers=int(cfg.get("num_decoder_layers") or n_enc),
+        n_layers=cfg_size(cfg, "num_decoder_layers", "t5", "layers", default=n_enc),
         n_heads=heads,
         n_kv_heads=heads,
-        d_head=int(require(cfg, "d_kv", family="t5")),
-        d_ff=int(require(cfg, "d_ff", family="t5")),
-        vocab_size=int(require(cfg, "vocab_size", family="t5")),
-        max_positions=cfg.get("n_positions"),  # advisory (relative positions have no table)
+        d_head=cfg_size(cfg, "d_kv", "t5", "d_model"),
+        d_ff=cfg_size(cfg, "d_ff", "t5", "d_ff"),
+        vocab_size=cfg_size(cfg, "vocab_size", "t5", "vocab"),
+        max_positions=cfg_size(cfg, "n_positions", "t5", "positions", default=None),  # advisory: no table
         norm="rmsnorm",
-        norm_eps=float(cfg.get("layer_norm_epsilon", 1e-6)),
+        norm_eps=cfg_float(cfg, "layer_norm_epsilon", "t5", minimum=0.0, maximum=1.0, default=1e-6),
         positions="relative",
-        relative_bias=RelativeBiasSpec(int(cfg.get("relative_attention_num_buckets", 32)),
-                                       int(cfg.get("relative_attention_max_distance", 128))),
+        relative_bias=_relative_bias(cfg),
         causal=True,
         attn_scale=1.0,  # T5 folds 1/sqrt(d_head) into the initialisation of W_q
         mlp="gated" if gated else "plain",
         activation=act,
         route="encoder-decoder",
-        tied_embeddings=cfg.get("tie_word_embeddings", True) is not False,
+        tied_embeddings=tied,
         logit_scale=d**-0.5 if tied_scale else None,
-        extras={"decoder_start_token_id": cfg.get("decoder_start_token_id", 0)},
+        extras={"decoder_start_token_id": cfg_int(cfg, "decoder_start_token_id", "t5", minimum=0, default=0)},
     )
     encoder = replace(decoder, n_layers=n_enc, causal=False, route="encoder", head="none", logit_scale=None, extras={})
     return replace(decoder, encoder=encoder)
+
+
+def _relative_bias(cfg: dict) -> RelativeBiasSpec:
+    """Buckets (at least 4: the encoder halves them, then half of each half is exact) and the distance cap."""
+    buckets = cfg_int(cfg, "relative_attention_num_buckets", "t5", minimum=4, maximum=1 << 16, default=32)
+    distance = cfg_int(cfg, "relative_attention_max_distance", "t5", minimum=2, maximum=1 << 24, default=128)
+    if distance <= buckets // 4:
+        raise TracerError(f"config.json (t5): relative_attention_max_distance {distance} must exceed the "
+                          f"{buckets // 4} exact distances of {buckets} buckets")
+    return RelativeBiasSpec(buckets, distance)
 
 
 def _stack_weights(spec: Spec, theirs: str, ours: str, cross: bool) -> dict[str, Source]:
