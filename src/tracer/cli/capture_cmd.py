@@ -18,13 +18,14 @@ The trace is the trusted reference for tracer diff. Needs the optional extra: pi
 
 Examples:
 
-  tracer capture model/ "春天来" -o hf.safetensors
+tracer capture model/ "春天来" -o hf.safetensors
+tracer capture model/ --ids 5,17,42 -o hf.safetensors
 
-  tracer capture model/ --ids 5,17,42 -o hf.safetensors
+# an encoder-decoder, with the decoder's input ids
+tracer capture t5/ "The cat sleeps." --decoder-ids 0,5,7 -o hf.safetensors
 
-  tracer capture t5/ "The cat sleeps." --decoder-ids 0,5,7 -o hf.safetensors
-
-  tracer diff hf.safetensors model/
+# then check tracer against it
+tracer diff hf.safetensors model/
 """
 
 INSTALL_HINT = "pip install 'tracer[torch]' (torch==2.13.0 and transformers==5.24.0)"
