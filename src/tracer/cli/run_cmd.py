@@ -57,7 +57,7 @@ tracer run --model BERT_DIR "The capital of France is [MASK]."
 tracer run --model MINILM_DIR "A cat sat." "A dog sat."
 
 # encoder-decoder: cross attention of the decoder
-tracer run --model T5_DIR "translate: hello" --decoder-text "Hallo" --attn cross
+tracer run -m T5_DIR "translate: hello" --decoder-text "Hallo" --attn cross
 """
 
 
