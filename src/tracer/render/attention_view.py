@@ -270,7 +270,7 @@ def render_attention(att: dict, number: int = 5) -> Group:
     parts.append(AttentionBody(att, att.get("top")))
     parts.append(_check_line(att))
     if att["selected"] == "all":
-        hint = "--head N: one head with its row sums; --layer N: another layer."
+        hint = "--head N: one head in full; --layer N: another layer."
         if att.get("stack"):
             hint += " --stack encoder|decoder, --attn self|cross: another attention."
         if att["n_kv_heads"] != att["n_heads"]:

@@ -48,7 +48,7 @@ def _caption(flow: dict) -> str:
     if flow["mode"] == "filtered":
         return f"Only steps matching {', '.join(flow['globs'])}, in execution order; stats are μ mean, σ std, [min, max]."
     folded = flow["folded"]
-    text = "One row per recorded step, in order; shapes name their axes; μ mean, σ std, [min, max]."
+    text = "One row per step, in order; named axes; μ mean, σ std, [min, max]."
     if folded:
         which = f"Blocks {_ranges(folded)} folded to their outputs" if len(folded) > 1 else f"Block {folded[0]} folded to its output"
         text += f" {which} (--layers N, --steps GLOB, --all unfold)."

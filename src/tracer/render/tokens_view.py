@@ -13,7 +13,7 @@ from tracer.render.window import window
 from tracer.report.tokens import SPACE, visible_text
 
 MAX_ROWS = 20  # up to this many tokens the table shows them all
-WINDOW_ROWS = 10  # longer inputs: the first token and a window around the focus (--position)
+WINDOW_ROWS = 9  # longer inputs: the first token and a window around the focus (--position)
 PROMPT_LINES = 2  # a long prompt is shown as its start and its end
 
 
