@@ -129,3 +129,11 @@ def test_trace_repr_is_short_and_says_what_it_holds():
     assert f"{len(t.steps)} steps" in text and "float32" in text and "KiB" in text and "'春天来'" in text
     assert "probs [batch=1, pos=4, vocab=1280] float32" in text
     assert "array(" not in text
+
+
+def test_capture_follows_the_same_batch_rule(tmp_path):
+    from long_prompts import DEFAULT
+
+    r = runner.invoke(app, ["capture", str(DEFAULT), "Spring", "is", "-o", str(tmp_path / "x.safetensors")])
+    assert r.exit_code == 2 and '"Spring is"' in r.output and "--batch" in r.output
+    assert not (tmp_path / "x.safetensors").exists()

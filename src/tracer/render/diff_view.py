@@ -334,9 +334,23 @@ def steps_table(report: DiffReport, show_all: bool, width: int = 120) -> Table:
     shown = [(h, cell) for h, cell in _COLUMNS if h in columns_for(width, used)]
     for header, _ in shown:
         table.add_column(header, justify="left" if header == "shape" else "right", no_wrap=header != "shape")
+    column_fmt = {m: error_column([s.metrics.get(key) for s in rows])
+                  for m, key in (("max abs", "max_abs"), ("max rel", "max_rel"))}
     for s in rows:
-        table.add_row(escape(s.name), *status_cell(s), *(cell(s) for _, cell in shown))
+        cells = [column_fmt[h](s.metrics.get("max_abs" if h == "max abs" else "max_rel")) if h in column_fmt else cell(s)
+                 for h, cell in shown]
+        table.add_row(escape(s.name), *status_cell(s), *cells)
     return table
+
+
+def error_column(values: list[float | None]):
+    """One format down a column of errors: exponent form on every row once any nonzero value needs it
+    (below 0.01 or from 1e4), else the same decimals on every row; an exact 0 stays `0`."""
+    nonzero = [abs(v) for v in values if v is not None and v != 0 and math.isfinite(v)]
+    if any(v < 1e-2 or v >= 1e4 for v in nonzero):
+        return lambda v: "" if v is None else "0" if v == 0 else "inf" if math.isinf(v) else f"{v:.2e}"
+    decimals = 4 - len(str(int(max(nonzero, default=0.0))))
+    return lambda v: "" if v is None else "0" if v == 0 else "inf" if math.isinf(v) else f"{v:.{max(decimals, 1)}f}"
 
 
 def status_cell(s: StepDiff) -> tuple[Text]:
