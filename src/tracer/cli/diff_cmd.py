@@ -90,10 +90,11 @@ def diff(
     if sides.models is not None:
         add_folder_extras(report, sides, a, b)
     if export_html is not None:
-        from tracer.cli.run_cmd import write_text
+        from tracer.cli.run_cmd import confirm_stderr, write_text
         from tracer.html import diff_page
 
         write_text(export_html, diff_page(report_json(report)))
+        confirm_stderr(f"wrote the page to {export_html} ({export_html.stat().st_size:,} bytes)")
     if as_json:
         sys.stdout.write(json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n")
     else:
