@@ -121,3 +121,12 @@ def test_inputs_that_differ_from_the_first_token_are_refused(tmp_path):
 def test_same_inputs_are_not_flagged(two_prompts):
     r = diff(two_prompts["a"], two_prompts["a"])
     assert r.exit_code == 0 and "INPUTS DIFFER" not in r.stdout
+
+
+def test_the_diff_page_says_the_inputs_differ_and_is_confirmed(two_prompts, tmp_path):
+    page = tmp_path / "d.html"
+    r = runner.invoke(app, ["diff", str(two_prompts["a"]), str(two_prompts["b"]), "--export-html", str(page)])
+    assert r.exit_code == 1
+    html = page.read_text(encoding="utf-8")
+    assert 'class="bad">INPUTS DIFFER' in html and "the inputs differ" in html
+    assert f"wrote the page to {page}" in r.stderr
