@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from tracer.cli.main import app
 from tracer.cli.prompts import check_prompts
+from tracer.errors import TracerError
 
 runner = CliRunner()
 
@@ -57,6 +58,11 @@ def test_one_prompt_is_not_announced_as_a_batch():
 
 def test_the_rule_in_isolation():
     assert check_prompts(["a b", "c d"], batch=False) == ["a b", "c d"]
+    assert check_prompts(["the cat sleeps.", "你好!"], batch=False) == ["the cat sleeps.", "你好!"]  # quoted one by one
+    with pytest.raises(TracerError):
+        check_prompts(["春天来", "秋天去"], batch=False)  # two single words: quoting or --batch decides
+    with pytest.raises(TracerError):
+        check_prompts(["a b", "true"], batch=False)  # a switch's value, even next to a sentence
     assert check_prompts(["ab", "cd"], batch=True) == ["ab", "cd"]
     assert check_prompts(["ab"], batch=False) == ["ab"]
 

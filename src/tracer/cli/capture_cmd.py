@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
 @handle_errors
 def capture(
     model_dir: Path = typer.Argument(..., metavar="MODEL_DIR", help="Checkpoint folder (config.json, *.safetensors, tokenizer.json).", show_default=False),
-    prompts: Optional[List[str]] = typer.Argument(None, metavar="TEXT", help="Prompt text (quote it); several prompts form a padded batch with --batch, or when each is quoted and contains a space.", show_default=False),
+    prompts: Optional[List[str]] = typer.Argument(None, metavar="TEXT", help="Prompt text (quote it); several prompts form a padded batch with --batch, or when any of them contains a space.", show_default=False),
     ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids, comma separated; repeat for a batch."),
     output: Path = typer.Option(..., "--output", "-o", help="Trace file to write (.safetensors).", show_default=False),
     dtype: str = typer.Option("float32", "--dtype", help="float32 or float64."),

@@ -5,11 +5,12 @@ takes none (`--lens true`) lands among the prompts. Both used to run quietly as 
 padded batch. The rule:
 
 - one prompt: run it;
-- several prompts form a padded batch with `--batch`, or without it when every
-  prompt contains a space (each was evidently quoted: the shell never leaves a
-  space inside an unquoted word);
-- otherwise it is an error that shows the quoting, and names the flag-value
-  mistake when a word is `true`, `false`, `yes`, `no`, `on`, `off`, `1` or `0`.
+- a word `true`, `false`, `yes`, `no`, `on`, `off`, `1` or `0` among several
+  prompts is the flag-value mistake, named as such (unless `--batch`);
+- several prompts form a padded batch with `--batch`, or without it when any of
+  them contains a space: the prompts were evidently quoted one by one (the shell
+  never leaves a space inside an unquoted word), so `"A cat sat." "你好!"` is a batch;
+- several single words are an error that shows the quoting (`tracer run Spring is`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def check_prompts(prompts: list[str] | None, batch: bool) -> list[str] | None:
         raise TracerError(
             f"{stray[0]!r} reads as a second prompt: switches such as --lens, --values, --all take no value",
             hint=f"write --lens, not --lens {stray[0]}; to run {stray[0]!r} as a prompt of a batch, add --batch")
-    if all(any(ch.isspace() for ch in p) for p in prompts):
+    if any(any(ch.isspace() for ch in p) for p in prompts):
         return prompts
     joined = " ".join(prompts)
     raise TracerError(

@@ -22,7 +22,7 @@ RUN_HELP = """Run a prompt through a model and show how it became a next-token d
 Sections: model card, tokens, shape flow, mask, attention, next token (add --lens, --values).
 Encoders show the masked-token guesses (MLM head) or the pooled sentence vector (no head); encoder-decoder
 models the decoder's next token after --decoder-text. Quote a prompt that has spaces; several prompts run as a
-padded batch with --batch (or when each is quoted and has a space).
+padded batch with --batch (or when any of them has a space, so they were quoted one by one).
 
 Examples (each comment line explains the command under it):
 
@@ -63,7 +63,7 @@ tracer run -m T5_DIR "translate: hello" --decoder-text "Hallo" --attn cross
 
 @handle_errors
 def run(
-    prompts: Optional[List[str]] = typer.Argument(None, help="Prompt text (quote it). Several prompts form a padded batch with --batch, or when each is quoted and contains a space."),
+    prompts: Optional[List[str]] = typer.Argument(None, help="Prompt text (quote it). Several prompts form a padded batch with --batch, or when any of them contains a space."),
     model: Optional[Path] = typer.Option(None, "--model", "-m", help="Checkpoint folder (config.json, *.safetensors, tokenizer.json). Default: the shipped model."),
     ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids, comma separated; repeat for a batch. No tokenizer needed."),
     save: Optional[Path] = typer.Option(None, "--save", "-o", help="Write the trace to this .safetensors file."),
