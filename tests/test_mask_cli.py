@@ -157,9 +157,33 @@ def test_check_weights_from_a_trace(tmp_path):
     assert d["score_shape"] == [1, 1, 3, 3]  # taken from the weights
     failed = {c["name"] for c in d["check_weights"]["checks"] if c["status"] == "fail"}
     assert "row sums" in failed
-    strict = run("--convention", "torch-sdpa-bool", "--is-causal", "--check-weights", f"{path}:blocks.0.attn.weights",
-                 "--strict")
-    assert strict.exit_code == 1
+    assert d["exit_status"] == 1
+    plain = run("--convention", "torch-sdpa-bool", "--is-causal", "--check-weights", f"{path}:blocks.0.attn.weights")
+    assert plain.exit_code == 1 and "FAIL" in plain.stdout  # a failed check is exit 1, as in tracer diff
+    good = tmp_path / "good.safetensors"
+    causal = np.where(np.tril(np.ones((3, 3), bool)), s, -np.inf)
+    e = np.exp(causal - causal.max(-1, keepdims=True))
+    Trace([step("blocks.0.attn.scores", s), step("blocks.0.attn.weights", (e / e.sum(-1, keepdims=True)).astype(np.float32))],
+          {}).save(good)
+    passed = run("--convention", "torch-sdpa-bool", "--is-causal", "--check-weights", f"{good}:blocks.0.attn.weights")
+    assert passed.exit_code == 0, passed.output
+
+
+@pytest.mark.parametrize("columns", [60, 80, 150])
+def test_list_never_splits_a_word(columns):
+    from tracer.masks.conventions import CONVENTIONS
+
+    r = run("--list", env={"COLUMNS": str(columns)})
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    from rich.cells import cell_len
+
+    assert max(cell_len(line) for line in lines) <= columns
+    words = set(r.stdout.split())
+    for c in CONVENTIONS.values():
+        assert c.name in words
+        for word in c.summary.split():
+            assert word in words, (c.name, word)
 
 
 def test_json_is_strict_json_even_with_infinities():

@@ -114,7 +114,7 @@ def test_single_head_rows_are_checked_to_sum_to_one(llama):
 
 
 def test_mask_of_a_padded_batch_shows_the_parts_and_flags_empty_rows():
-    out = run("春天来", "Hello there, world", "--model", model_dir("mistral"), "--only", "mask", columns=200)
+    out = run("春天来", "Hello there, world", "--batch", "--model", model_dir("mistral"), "--only", "mask", columns=200)
     first = out.splitlines()
     titles_line = next(line for line in first if "keep (all combined)" in line)
     assert titles_line.index("causal") < titles_line.index("window") < titles_line.index("padding") < titles_line.index("keep")

@@ -74,7 +74,7 @@ def test_json_attention_is_the_recorded_weights_and_rows_sum_to_one(saved):
 
 
 def test_json_mask_grid_is_the_mask_the_engine_applied():
-    report = run_json("春天来", "Hello there, world", "--model", model_dir("mistral"))
+    report = run_json("春天来", "Hello there, world", "--batch", "--model", model_dir("mistral"))
     mask = report["mask"]
     assert [p["name"] for p in mask["parts"]] == ["causal", "window", "padding"]
     trace = tracer.load_model(model_dir("mistral")).run(["春天来", "Hello there, world"])

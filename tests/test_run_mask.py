@@ -25,7 +25,7 @@ def test_hf_2d_all_ones_equals_the_built_causal_mask(tmp_path):
     a, b = Trace.load(tmp_path / "a.safetensors"), Trace.load(tmp_path / "b.safetensors")
     np.testing.assert_array_equal(a["logits"], b["logits"])
     assert b.meta["mask"]["source"] == "override" and b.meta["mask"]["read"]["convention"] == "hf-2d"
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)  # stderr confirms the saved file
     assert data["mask_input"]["convention"] == "hf-2d"
     assert np.array(data["mask_input"]["keep"])[0, 0].tolist() == np.tril(np.ones((4, 4), int)).tolist()
 

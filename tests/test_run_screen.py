@@ -34,7 +34,7 @@ def test_no_color_output_has_no_escape_sequences():
 
 @pytest.mark.parametrize("columns", [60, 80])
 def test_narrow_terminal_keeps_every_line_within_the_width(columns):
-    out = invoke("春天来", "Hello there", "--model", model_dir("llama"), "--lens", COLUMNS=str(columns))
+    out = invoke("春天来", "Hello there", "--batch", "--model", model_dir("llama"), "--lens", COLUMNS=str(columns))
     lines = out.splitlines()
     assert max(cell_len(line) for line in lines) <= columns
     # Tables are wrapped, not cut: every step name is whole, and each top-k row keeps its id and probability.
@@ -72,7 +72,7 @@ def test_ids_without_a_tokenizer_say_so():
 
 
 def test_padded_batch_can_show_any_row():
-    out = invoke("春天来", "Hello there", "--model", model_dir("llama"), "--batch-row", "1", "--only", "tokens,top_k",
+    out = invoke("春天来", "Hello there", "--batch", "--model", model_dir("llama"), "--batch-row", "1", "--only", "tokens,top_k",
                  "--pad-side", "left")
     assert "batch row 1 of 2" in out and "row 0:" in out
     assert "Next token  after position 6" in out  # "Hello there" fills the row: the last real token is the last one

@@ -18,13 +18,14 @@ The trace is the trusted reference for tracer diff. Needs the optional extra: pi
 
 Examples:
 
-  tracer capture model/ "春天来" -o hf.safetensors
+tracer capture model/ "春天来" -o hf.safetensors
+tracer capture model/ --ids 5,17,42 -o hf.safetensors
 
-  tracer capture model/ --ids 5,17,42 -o hf.safetensors
+# an encoder-decoder, with the decoder's input ids
+tracer capture t5/ "The cat sleeps." --decoder-ids 0,5,7 -o hf.safetensors
 
-  tracer capture t5/ "The cat sleeps." --decoder-ids 0,5,7 -o hf.safetensors
-
-  tracer diff hf.safetensors model/
+# then check tracer against it
+tracer diff hf.safetensors model/
 """
 
 INSTALL_HINT = "pip install 'tracer[torch]' (torch==2.13.0 and transformers==5.24.0)"
@@ -37,7 +38,7 @@ def register(app: typer.Typer) -> None:
 @handle_errors
 def capture(
     model_dir: Path = typer.Argument(..., metavar="MODEL_DIR", help="Checkpoint folder (config.json, *.safetensors, tokenizer.json).", show_default=False),
-    prompts: Optional[List[str]] = typer.Argument(None, metavar="TEXT", help="Prompt text; several prompts form a padded batch.", show_default=False),
+    prompts: Optional[List[str]] = typer.Argument(None, metavar="TEXT", help="Prompt text (quote it); several prompts form a padded batch with --batch, or when any of them contains a space.", show_default=False),
     ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids, comma separated; repeat for a batch."),
     output: Path = typer.Option(..., "--output", "-o", help="Trace file to write (.safetensors).", show_default=False),
     dtype: str = typer.Option("float32", "--dtype", help="float32 or float64."),
@@ -46,9 +47,13 @@ def capture(
     no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS/EOS/CLS."),
     decoder_ids: Optional[str] = typer.Option(None, "--decoder-ids", help="Encoder-decoder only: decoder input ids, comma separated, for every row. Default: the decoder start token."),
     token_types: Optional[List[str]] = typer.Option(None, "--token-types", help="BERT/RoBERTa only: token type ids, comma separated; repeat for a batch. Default: zeros."),
+    batch: bool = typer.Option(False, "--batch", help="Run several prompts as one padded batch (as tracer run)."),
 ):
+    from tracer.cli.prompts import check_prompts
+
     if prompts and ids:
         raise TracerError("give prompt text or --ids, not both")
+    prompts = check_prompts(prompts, batch)
     if not prompts and not ids:
         raise TracerError("nothing to run: give a prompt or --ids", hint=f'tracer capture {model_dir} "春天来" -o hf.safetensors')
     if not (model_dir / "config.json").is_file():

@@ -25,17 +25,21 @@ Exit status: 0 within tolerance, 1 diverged, 2 error.
 
 Examples:
 
-  tracer diff ref.safetensors mine.safetensors
+# two trace files
+tracer diff ref.safetensors mine.safetensors
 
-  tracer diff model-v1/ model-v2/ "春天来"
+# two checkpoint folders on one prompt (also diffs their weights)
+tracer diff model-v1/ model-v2/ "春天来"
 
-  tracer diff model/ port-dump.safetensors
+# a folder run on the input.ids of a port's dump
+tracer diff model/ port-dump.safetensors
 
-  tracer diff ref.safetensors port-dump.safetensors --names hf
+# a dump under transformers module names, or TransformerLens hook names
+tracer diff ref.safetensors port-dump.safetensors --names hf
+tracer diff ref.safetensors tl-cache.safetensors --names tl --json
 
-  tracer diff ref.safetensors tl-cache.safetensors --names tl --json
-
-  tracer diff model-v1/ model-v2/ "春天来" --export-html diff.html
+# the same, and the error profile as an HTML page
+tracer diff model-v1/ model-v2/ "春天来" --export-html diff.html
 """
 
 
@@ -61,6 +65,7 @@ def diff(
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run checkpoint folders even when they hold weights the config does not use."),
 ):
     from tracer.diff import diff_traces, report_json
+    from tracer.diff.inputs import input_difference, prefix_trace
     from tracer.render.diff_view import render_diff
 
     if atol < 0 or rtol < 0:
@@ -75,22 +80,29 @@ def diff(
     check_outputs({"--export-html": export_html}, reading=reading)
     with np.errstate(over="ignore", invalid="ignore"):  # statistics of dtype-minimum masks overflow float32 sums
         sides = load_sides(a, b, text, id_rows, dtype, allow_unused)
-        report = diff_traces(sides.ref, sides.mine, names=names, atol=atol, rtol=rtol, steps=step_globs, top_k=top_k,
+        ref, mine = sides.ref, sides.mine
+        inputs = input_difference(ref, mine, str(a), str(b))  # raises when nothing is comparable
+        if inputs is not None:
+            ref, mine = prefix_trace(ref, inputs["compared_positions"]), prefix_trace(mine, inputs["compared_positions"])
+        report = diff_traces(ref, mine, names=names, atol=atol, rtol=rtol, steps=step_globs, top_k=top_k,
                              ref_label=str(a), mine_label=str(b))
+    if inputs is not None:
+        report.extras["inputs"] = inputs
     if not report.compared and not report.diverged:
         raise nothing_compared(sides.ref, sides.mine, names)
     if sides.models is not None:
         add_folder_extras(report, sides, a, b)
     if export_html is not None:
-        from tracer.cli.run_cmd import write_text
+        from tracer.cli.run_cmd import confirm_stderr, write_text
         from tracer.html import diff_page
 
         write_text(export_html, diff_page(report_json(report)))
+        confirm_stderr(f"wrote the page to {export_html} ({export_html.stat().st_size:,} bytes)")
     if as_json:
         sys.stdout.write(json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n")
     else:
         render_diff(make_console(), report, show_all=show_all)
-    raise typer.Exit(1 if report.diverged else 0)
+    raise typer.Exit(1 if report.diverged or inputs is not None else 0)
 
 
 @dataclass
@@ -180,10 +192,22 @@ def add_folder_extras(report, sides: Sides, a: Path, b: Path) -> None:
         "layers": [asdict(layer) for layer in w.layers],
     })
     tokenizer = sides.models[1].tokenizer or sides.models[0].tokenizer
-    moved = moved_tokens(sides.ref, sides.mine, piece=tokenizer.piece if tokenizer else None)
+    piece = shown_piece_of(tokenizer) if tokenizer else None
+    moved = moved_tokens(sides.ref, sides.mine, piece=piece)
     if moved:
         report.extras["moved_tokens"] = clean(moved)
-    if tokenizer is not None:  # name the tokens in the per-position distribution diff too
+    if piece is not None:  # name the tokens in the per-position distribution diff too
         for step in report.steps:
             for p in (step.distribution or {}).get("per_position", []):
-                p["top1_ref_piece"], p["top1_mine_piece"] = tokenizer.piece(p["top1_ref"]), tokenizer.piece(p["top1_mine"])
+                p["top1_ref_piece"], p["top1_mine_piece"] = piece(p["top1_ref"]), piece(p["top1_mine"])
+
+
+def shown_piece_of(tokenizer):
+    """id -> the piece as `tracer run` shows it: decoded bytes (游, not the byte-level 'æ¸¸'), ␣ for a space."""
+    from tracer.report.tokens import shown_piece
+
+    def piece(token_id: int) -> str:
+        d = tokenizer.describe_id(int(token_id))
+        return shown_piece(d["piece"], d.get("bytes", ""), d.get("special", False))
+
+    return piece

@@ -13,11 +13,16 @@ app = typer.Typer(
     help=(
         "See how a transformer turns text into a next-token distribution, one step at a time, in NumPy.\n\n"
         "Examples:\n\n"
-        "  tracer run \"春天来\"                      # the shipped model, the whole story\n\n"
-        "  tracer run \"Hello\" --model DIR --save t.safetensors\n\n"
-        "  tracer report t.safetensors -o t.html     # a self-contained HTML report\n\n"
-        "  tracer diff ref.safetensors mine.safetensors\n\n"
-        "  tracer mask --convention torch-mha-bool --mask \"[[0,1],[0,0]]@bool\" --scores 1,1,2,2"
+        "# the shipped model, the whole story\n"
+        "tracer run \"春天来\"\n\n"
+        "# run a checkpoint folder and save the trace\n"
+        "tracer run \"Hello\" --model DIR --save t.safetensors\n\n"
+        "# a self-contained HTML report of a saved trace\n"
+        "tracer report t.safetensors -o t.html\n\n"
+        "# the first step where two runs disagree\n"
+        "tracer diff ref.safetensors mine.safetensors\n\n"
+        "# what a mask does, read the way torch's MultiheadAttention reads it\n"
+        "tracer mask -c torch-mha-bool --mask \"[[0,1],[0,0]]@bool\" --scores 1,1,2,2"
     ),
     no_args_is_help=True,
     add_completion=False,

@@ -17,17 +17,18 @@ HELP = (
     "Show what an attention mask does to the scores [B,H,Q,K], as a given framework reads it.\n\n"
     "Prints the input, each broadcast step (op: shape -> shape, with the role B/H/Q/K each axis lands on), the "
     "keep/block pattern per distinct (batch, head) slice, fully masked rows and what each backend returns for them, "
-    "and warnings ML001-ML013. Exit 0; 1 with --strict when a warning fired; 2 when the framework itself would "
-    "reject the mask (the message says what it would say, and why).\n\n"
+    "and warnings ML001-ML013. Exit 0; 1 when --check-weights fails, or with --strict when a warning fired; 2 when "
+    "the framework itself would reject the mask (the message says what it would say, and why).\n\n"
     "Examples:\n\n"
-    "  tracer mask --list\n\n"
-    "  tracer mask --convention torch-mha-bool --mask \"[[0,1,1],[0,0,1],[0,0,0]]@bool\" --scores 2,4,3,3\n\n"
-    "  tracer mask --convention hf-2d --mask \"[[0,0,1,1],[1,1,1,1]]\" --scores 2,1,4,4 --past 0\n\n"
-    "  tracer mask --convention flash-attn --is-causal --scores 1,1,2,5\n\n"
-    "  tracer mask -c torch-sdpa-bool --mask my_mask.npy --scores 2,8,16,16 --compare torch-mha-bool\n\n"
-    "  tracer mask -c hf-2d --mask \"[[1,1,1,1,1]]\" --scores 1,1,5,5 --window 2 --json\n\n"
-    "  tracer mask -c hf-2d --mask \"[[0,1,1]]\" --check-weights t.safetensors:blocks.0.attn.weights\n\n"
-    "  tracer mask --row 1.2,2.0,0.4 --tokens 猫,追,球 --query 1   (one attention row worked by hand)\n\n"
+    "tracer mask --list\n"
+    "tracer mask -c torch-mha-bool --mask \"[[0,1],[0,0]]@bool\" --scores 2,4,2,2\n"
+    "tracer mask -c hf-2d --mask \"[[0,0,1,1],[1,1,1,1]]\" --scores 2,1,4,4 --past 0\n"
+    "tracer mask -c flash-attn --is-causal --scores 1,1,2,5\n"
+    "tracer mask -c hf-4d-sdpa --mask m.npy --scores 2,8,4,4 --compare jax-bool\n"
+    "tracer mask -c hf-2d --mask \"[[1,1,1,1,1]]\" --scores 1,1,5,5 --window 2 --json\n"
+    "tracer mask -c hf-2d --check-weights t.safetensors:blocks.0.attn.weights\n\n"
+    "# one attention row worked by hand\n"
+    "tracer mask --row 1.2,2.0,0.4 --tokens 猫,追,球 --query 1\n\n"
     "LITERAL: nested lists of 0/1, true/false, T/F, ints, floats, inf, -inf, nan, min (= finfo(score dtype).min), "
     "with an optional dtype suffix, e.g. \"[[1,0],[1,1]]@bool\". Without a suffix the convention's natural dtype "
     "is used."
@@ -72,12 +73,12 @@ def mask_command(
     score_range: Optional[float] = typer.Option(None, "--score-range", help="Largest |score| expected; ML003 warns for fills above -10x this.", rich_help_panel=CONV),
     compare_to: Optional[str] = typer.Option(None, "--compare", help="A second convention (the port target): XOR grid and a one-line verdict.", rich_help_panel=OUT),
     mask2: Optional[str] = typer.Option(None, "--mask2", help="The mask for --compare (default: the same --mask).", rich_help_panel=OUT),
-    check: Optional[str] = typer.Option(None, "--check-weights", help="TRACE:STEP (or W.npy): check recorded [B,H,Q,K] attention weights against the mask.", rich_help_panel=OUT),
+    check: Optional[str] = typer.Option(None, "--check-weights", help="TRACE:STEP (or W.npy): check recorded [B,H,Q,K] attention weights against the mask; exit 1 when a check fails.", rich_help_panel=OUT),
     show: Optional[str] = typer.Option(None, "--show", help="Select slices/rows, e.g. b=0,h=0..1 or q=0..7,k=0..15.", rich_help_panel=OUT),
     tokens: Optional[str] = typer.Option(None, "--tokens", help="Comma-separated token labels for keys (grid and --row).", rich_help_panel=OUT),
     as_json: bool = typer.Option(False, "--json", help="Print JSON for programs.", rich_help_panel=OUT),
     save: Optional[str] = typer.Option(None, "--save", help="Write keep, soft, fill, bias and additive to OUT.npz.", rich_help_panel=OUT),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 when a warning fired (or --check-weights failed).", rich_help_panel=OUT),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when a warning fired.", rich_help_panel=OUT),
     row: Optional[str] = typer.Option(None, "--row", help="Scores of ONE row, e.g. 1.2,2.0,0.4: worked softmax, masked right and wrong.", rich_help_panel=ROW),
     query: Optional[int] = typer.Option(None, "--query", help="With --row: causal mask for the query at this position (keys 0..query).", rich_help_panel=ROW),
     row_keep: Optional[str] = typer.Option(None, "--row-keep", help="With --row: explicit keep flags, e.g. 1,1,0.", rich_help_panel=ROW),
@@ -119,8 +120,9 @@ def mask_command(
     checked = check_weights(result, weights, w_scores, w_label, s_label) if weights is not None else None
     if save:
         save_npz(save, result)
-    fired = result.fired() or (other is not None and other.fired()) or (checked is not None and checked.failed())
-    code = 1 if strict and fired else 0
+    fired = result.fired() or (other is not None and other.fired())
+    failed_check = checked is not None and checked.failed()  # like tracer diff: a failed check is exit 1
+    code = 1 if failed_check or (strict and fired) else 0
     if as_json:
         out = result.to_json()
         if comparison is not None:

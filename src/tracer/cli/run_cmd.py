@@ -21,35 +21,49 @@ RUN_HELP = """Run a prompt through a model and show how it became a next-token d
 
 Sections: model card, tokens, shape flow, mask, attention, next token (add --lens, --values).
 Encoders show the masked-token guesses (MLM head) or the pooled sentence vector (no head); encoder-decoder
-models the decoder's next token after --decoder-text.
+models the decoder's next token after --decoder-text. Quote a prompt that has spaces; several prompts run as a
+padded batch with --batch (or when any of them has a space, so they were quoted one by one).
 
-Examples:
+Examples (each comment line explains the command under it):
 
-  tracer run "春天来"                                  # the shipped model, the whole story
+# the shipped model, the whole story
+tracer run "春天来"
 
-  tracer run "春天来" --layers 2 --layer 2 --head 1     # open block 2; one attention head in full
+# open block 2; one attention head in full
+tracer run "春天来" --layers 2 --layer 2 --head 1
 
-  tracer run "春天来" --steps 'blocks.2.attn.weights' --values   # just one step and its numbers
+# just one step and its numbers
+tracer run "春天来" --steps 'blocks.2.attn.weights' --values
 
-  tracer run "春天来" --target 去 --lens                # where does the model start to expect 去?
+# where does the model start to expect 去?
+tracer run "春天来" --target 去 --lens
 
-  tracer run --model DIR --ids 5,17,42 --ids 7,8 --pad-side left --batch-row 1
+# a long prompt: each query's 5 strongest keys, around position 40
+tracer run "$(cat story.txt)" --attn-top 5 --position 40
 
-  tracer run "Hello there" --model DIR --save t.safetensors --json > t.json
+# two prompts as one padded batch; show the second row
+tracer run "Spring is" "Autumn was" --batch --pad-side left --batch-row 1
 
-  tracer run --model DIR --ids 5,17,42 --mask "[[1,1,0]]" --mask-convention hf-2d   # a port's own mask
+# exact ids, a trace file and JSON
+tracer run -m DIR --ids 5,17,42 --save t.safetensors --json > t.json
 
-  tracer run --model BERT_DIR "The capital of France is [MASK]."   # encoder with an MLM head
+# a port's own mask
+tracer run -m DIR --ids 5,17,42 --mask "[[1,1,0]]" --mask-convention hf-2d
 
-  tracer run --model MINILM_DIR "A cat sat." "A dog sat."          # pooled embeddings, cosine table
+# encoder with an MLM head
+tracer run --model BERT_DIR "The capital of France is [MASK]."
 
-  tracer run --model T5_DIR "translate: hello" --decoder-text "Hallo" --attn cross
+# pooled embeddings of two sentences, cosine table
+tracer run --model MINILM_DIR "A cat sat." "A dog sat."
+
+# encoder-decoder: cross attention of the decoder
+tracer run -m T5_DIR "translate: hello" --decoder-text "Hallo" --attn cross
 """
 
 
 @handle_errors
 def run(
-    prompts: Optional[List[str]] = typer.Argument(None, help="Prompt text; several prompts form a padded batch."),
+    prompts: Optional[List[str]] = typer.Argument(None, help="Prompt text (quote it). Several prompts form a padded batch with --batch, or when any of them contains a space."),
     model: Optional[Path] = typer.Option(None, "--model", "-m", help="Checkpoint folder (config.json, *.safetensors, tokenizer.json). Default: the shipped model."),
     ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids, comma separated; repeat for a batch. No tokenizer needed."),
     save: Optional[Path] = typer.Option(None, "--save", "-o", help="Write the trace to this .safetensors file."),
@@ -79,17 +93,21 @@ def run(
     positions: Optional[str] = typer.Option(None, "--positions", help="Position ids: from-mask (cumsum(mask) - 1) or index (0..n-1). Default: the family's rule, as transformers."),
     stack: Optional[str] = typer.Option(None, "--stack", help="Encoder-decoder: which stack the mask and attention views show: encoder or decoder (default)."),
     attn: Optional[str] = typer.Option(None, "--attn", help="Encoder-decoder: self or cross attention in the attention view (default: cross for the decoder)."),
+    batch: bool = typer.Option(False, "--batch", help="Run several prompts as one padded batch."),
+    attn_top: Optional[int] = typer.Option(None, "--attn-top", min=1, help="Attention as each query's K strongest keys instead of a grid (default: a grid, a window of it, or K keys, chosen by width)."),
     as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML report of the chosen sections (every layer's attention as heatmaps, the lens over positions); opens offline."),
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run even when the checkpoint holds weights the config does not use (e.g. a classification head); they are listed as a warning."),
 ):
     from tracer.api import load_model
+    from tracer.cli.prompts import batch_line, check_prompts
     from tracer.default_model import default_model_path
     from tracer.report import RunOptions, build_report, json_view
     from tracer.report.options import resolve_sections
 
     if prompts and ids:
         raise TracerError("give prompt text or --ids, not both")
+    prompts = check_prompts(prompts, batch)
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
     if not prompts and not id_rows:
         raise TracerError("nothing to run: give a prompt or --ids", hint='tracer run "春天来"')
@@ -100,9 +118,10 @@ def run(
     if m.unused_weights:
         warn_unused(m.unused_weights)
     target_id, target_note = resolve_target(target, m.tokenizer)
+    from tracer.report.target import target_variants
     options = RunOptions(
         batch_row=batch_row, top_k=top_k, position=position, target_id=target_id, target_text=target,
-        target_note=target_note, layer=layer, head=head, layers=parse_layers(layers, m.spec.n_layers),
+        target_note=target_note, target_variants=target_variants(target, m.tokenizer), layer=layer, head=head, attn_top=attn_top, layers=parse_layers(layers, m.spec.n_layers),
         steps=tuple(steps or ()), all_steps=all_steps,
         sections=sections, stack=stack, attn=attn,
     )
@@ -133,6 +152,8 @@ def run(
     if trace.meta["reduced_to_stats"]:
         console.print(f"[dim]note: a long input: {', '.join(trace.meta['reduced_to_stats'])} kept as statistics only "
                       "to stay under 2 GiB (--keep '*' keeps everything)[/]")
+    if report["batch_size"] > 1:
+        console.print(f"[bold]{batch_line(report['batch_size'], pad_side)}[/]")
     if read is not None:
         show_mask_input(console, read, [t["token"] for t in report["tokens"]])
     show(console, report)
@@ -150,6 +171,10 @@ def write_run_outputs(save: Path | None, export_html: Path | None, trace, report
         files[export_html] = lambda out: out.write(page)
     if files:
         write_outputs(files)
+    if save is not None:
+        confirm_stderr(f"wrote the trace to {save} ({len(trace.names())} steps, {save.stat().st_size:,} bytes)")
+    if export_html is not None:
+        confirm_stderr(f"wrote the page to {export_html} ({export_html.stat().st_size:,} bytes)")
 
 
 def run_page_text(report: dict, trace, model, vocab, target_id: int | None = None) -> str:
@@ -162,6 +187,7 @@ def run_page_text(report: dict, trace, model, vocab, target_id: int | None = Non
 def write_run_page(path: Path, report: dict, trace, model, vocab, target_id: int | None = None) -> None:
     """The HTML report of a run: the report's sections, every layer's attention, the lens over positions."""
     write_text(path, run_page_text(report, trace, model, vocab, target_id))
+    confirm_stderr(f"wrote the page to {path} ({path.stat().st_size:,} bytes)")
 
 
 def write_text(path: Path, text: str) -> None:
@@ -186,6 +212,13 @@ def warn_unused(names) -> None:
     more = f" and {len(names) - 1} more" if len(names) > 1 else ""
     make_console(stderr=True).print(f"warning: {names[0]}{more} in the checkpoint not used (--allow-unused)",
                                     markup=False, soft_wrap=True)
+
+
+def confirm_stderr(message: str) -> None:
+    """A written-file confirmation that stays off a --json stdout."""
+    from rich.markup import escape
+
+    make_console(stderr=True).print(f"[dim]{escape(message)}[/]", soft_wrap=True)  # a path is never broken
 
 
 def show(console, report: dict) -> None:

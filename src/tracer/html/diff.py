@@ -134,20 +134,30 @@ def weights_section(diff: dict):
         f'</thead><tbody>{rows}</tbody></table></div></details>')
 
 
+def _inputs_note(inputs: dict | None) -> str:
+    """Two runs of different inputs: what each ran, and that only their shared positions were compared."""
+    if not inputs:
+        return ""
+    n = inputs.get("compared_positions", 0)
+    return (f'<p class="note">the inputs differ: reference ran {esc(inputs.get("ref"))}, mine ran '
+            f'{esc(inputs.get("mine"))}; only the first {n} position(s), where both read the same tokens, are compared</p>')
+
+
 def diff_document(diff: dict) -> str:
     verdict = diff.get("verdict", "?")
-    css = "bad" if verdict == "diverged" else "ok"
+    css = "ok" if verdict == "match" else "bad"  # "inputs differ" is not a match either
     first = diff.get("first_divergence")
     counts = ", ".join(f"{n} {k}" for k, n in (diff.get("counts") or {}).items() if n)
     header = (f'<h1>tracer diff · <span class="{css}">{esc(verdict.upper())}</span></h1>'
               f'<p class="prompt">{esc(diff.get("reference"))} → {esc(diff.get("mine"))}</p>'
               f'<p class="note">atol {esc(fmt(diff.get("atol")))}, rtol {esc(fmt(diff.get("rtol")))} · steps: {esc(counts)}'
               + (f' · first divergence at <span class="mono">{esc(first["step"])}</span>' if first else "") + "</p>"
-              + "".join(f'<p class="note">note: {esc(n)}</p>' for n in diff.get("notes") or []))
+              + "".join(f'<p class="note">note: {esc(n)}</p>' for n in diff.get("notes") or [])
+              + _inputs_note(diff.get("inputs")))
     sections = [s for s in (profile_section(diff), first_section(diff), blocks_section(diff), moved_section(diff),
                             weights_section(diff), steps_section(diff)) if s is not None]
     known = {"verdict", "reference", "mine", "atol", "rtol", "first_divergence", "counts", "steps", "blocks", "missing",
-             "extra", "notes", *SHOWN_EXTRAS}
+             "extra", "notes", "inputs", *SHOWN_EXTRAS}
     for key, value in diff.items():
         if key not in known and value:
             sections.append((key, *generic_section(key, json.loads(json.dumps(value, default=str)))))

@@ -159,14 +159,19 @@ def build_keras(src: MaskSource, shape, opts, name: str, summary: str) -> MaskRe
         else:
             mk = as_f64(m) > 0.5
             b.note(f"a {dtype_of(m)} mask is cast: values > 0.5 keep")
-        if mk.ndim not in (2, 3):
+        if mk.ndim not in (2, 3, 4):
             raise framework_error("keras.layers.MultiHeadAttention", "ValueError",
                                   f"The `mask` must be broadcastable to the attention scores; got {fmt_shape(m.shape)}",
                                   "Keras expects (B,T,S) and inserts the head axis itself",
                                   hint="(B,S) padding: m[:, None, :] -> (B,1,S)")
-        expanded = np.expand_dims(mk, axis=-3)
-        b.step("insert-head-axis@-3 (expand_dims(axis=-3), not right-aligned)", mk.shape, expanded.shape,
-               ("B", "Q", "K") if mk.ndim == 3 else ("Q", "K"))
+        if mk.ndim == 4:  # keras 3.15 expands 4 - ndim times at -3: a 4-D mask is used as it is (checked live)
+            expanded = mk
+            b.step("4-D: no axis inserted (Keras expands 4 - ndim times), then broadcast", mk.shape, mk.shape,
+                   ("B", "H", "Q", "K"))
+        else:
+            expanded = np.expand_dims(mk, axis=-3)
+            b.step("insert-head-axis@-3 (expand_dims(axis=-3), not right-aligned)", mk.shape, expanded.shape,
+                   ("B", "Q", "K") if mk.ndim == 3 else ("Q", "K"))
         if mk.ndim == 2 and mk.shape[0] == B and B > 1:
             b.warn("ML006", f"Keras inserts the head axis at -3, so the 2-D mask {fmt_shape(mk.shape)} becomes "
                    f"{fmt_shape((1,) + mk.shape)}: its rows land on the QUERIES, not the batch"

@@ -5,6 +5,8 @@ Checked against torch 2.13 CPU (reference §1, §2.1, §2.2); the error texts ar
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from tracer.masks.broadcast import keep_view, looks_like_padding_rows, right_align, torch_broadcast_error
@@ -41,6 +43,20 @@ def sdpa_dtype_error(m: np.ndarray, opts) -> Exception:
     )
 
 
+def sdpa_accepts(m: np.ndarray, score_dtype: str) -> bool:
+    """torch 2.13's SDPA check (checked live): a bool mask, a float32 mask, or a mask in the query's dtype."""
+    return is_bool(m) or (is_float(m) and dtype_of(m) in ("float32", score_dtype))
+
+
+def upcast_for_float32_mask(b: Builder, m: np.ndarray, api: str) -> None:
+    """A float32 mask next to float16/bfloat16 queries: torch's CPU kernels (math and flash) add it and take the
+    softmax in float32, so fills and outcomes follow float32 (a -70000 fill stays finite; checked with torch 2.13)."""
+    if is_float(m) and dtype_of(m) == "float32" and b.opts.score_dtype in ("float16", "bfloat16"):
+        b.note(f"{api} accepts a float32 mask with {b.opts.score_dtype} queries and computes the masked softmax in "
+               "float32 on CPU (torch 2.13): fills and row outcomes below are float32's")
+        b.opts = replace(b.opts, score_dtype="float32")
+
+
 def build_sdpa(src: MaskSource, shape, opts, name: str, summary: str, flavour: str) -> MaskResult:
     b = Builder(name, summary, shape, opts, src)
     refuse_unused(b, {"is_causal", "causal_align", "past"}, "SDPA has no window, padding or position argument; "
@@ -53,8 +69,9 @@ def build_sdpa(src: MaskSource, shape, opts, name: str, summary: str, flavour: s
     B, H, Q, K = b.shape
     if not src.is_none:
         m = src.resolve(("bool",) if flavour == "bool" else float_pref(opts), opts.score_dtype)
-        if not (is_bool(m) or (is_float(m) and dtype_of(m) == opts.score_dtype)):
+        if not sdpa_accepts(m, opts.score_dtype):
             raise sdpa_dtype_error(m, opts)
+        upcast_for_float32_mask(b, m, "SDPA")
         if m.ndim < 2:
             raise framework_error(SDPA, "IndexError",
                                   "Dimension out of range (expected to be in range of [-1, 0], but got -2)",
@@ -103,11 +120,15 @@ def mha_attn_mask(b: Builder, src: MaskSource, opts, flavour: str) -> str | None
         raise framework_error(MHA, "AssertionError", "only bool and floating types of attn_mask are supported",
                               "_canonical_mask accepts bool (True = block) or float (added)",
                               hint="uint8/int masks: use mask.bool() and remember True means BLOCK here")
-    if is_float(m) and dtype_of(m) != opts.score_dtype:
+    if is_float(m) and opts.need_weights and dtype_of(m) != opts.score_dtype:
         raise framework_error(MHA, "RuntimeError", f"Input dtypes must be the same, got: input {torch_name(m)}, "
                               f"batch1: {TORCH_DTYPE_NAMES[opts.score_dtype]}, batch2: {TORCH_DTYPE_NAMES[opts.score_dtype]}",
-                              "the float mask is the baddbmm input and must match the query dtype",
+                              "with need_weights=True the float mask is the baddbmm input and must match the query dtype",
                               hint="mask.to(q.dtype)")
+    if is_float(m) and not opts.need_weights:  # need_weights=False goes through SDPA and its dtype rule
+        if not sdpa_accepts(m, opts.score_dtype):
+            raise sdpa_dtype_error(m, opts)
+        upcast_for_float32_mask(b, m, "MHA with need_weights=False (SDPA)")
     if m.ndim == 2:
         if m.shape != (Q, K):
             hint = None

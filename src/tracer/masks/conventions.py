@@ -76,7 +76,7 @@ CONVENTIONS: dict[str, Convention] = {c.name: c for c in (
        "k < kv_len, q < q_len (padded query rows: output zeroed)", conv_jax_keras.build_jax_seqlens),
     _c("flax-mask", "jax", "any dtype", "flax.linen dot_product_attention mask: truthy = keep; replaced by "
        "finfo.min; make_causal_mask top-left square", conv_jax_keras.build_flax),
-    _c("keras-mha", "keras", "bool or float (B,T,S)", "keras MultiHeadAttention attention_mask: True = keep; head axis "
+    _c("keras-mha", "keras", "bool or float (T,S), (B,T,S), (B,H,T,S)", "keras MultiHeadAttention attention_mask: True = keep; head axis "
        "INSERTED at -3 (not right-aligned); masked probs zeroed (--keras2: additive -1e9)", conv_jax_keras.build_keras),
     _c("xformers-bias", "xformers", "float, exactly (B,H,Q,K)", "xformers memory_efficient_attention attn_bias tensor: "
        "added, no broadcasting; LowerTriangularMask top-left, ...FromBottomRight", conv_kernels.build_xformers),

@@ -1,18 +1,31 @@
-"""Section 5: attention weights as heatmap tables: query rows, key columns, colour by weight."""
+"""Section 5: attention weights: query rows, key columns, colour by weight.
+
+The layout follows the prompt and the width. Short prompts get the whole matrix
+(all heads side by side, or one head with its row sums). Longer ones get a window
+of keys and queries around the focus (`--position`) with a `rest` column for the
+weight on the keys left out, or, when too few key columns fit, each query's
+top-k keys (`--attn-top K` asks for that layout at any width).
+"""
 
 from __future__ import annotations
 
+import numpy as np
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from tracer.render.mask_panel import grid_indices
 from tracer.render.side_by_side import Panel, SideBySide
 from tracer.render.theme import BLOCK_CELL, DIM, OK, WARN, calm, heading, heat_style, num, rows_phrase, short
+from tracer.render.window import GAP, index_digits, index_header, index_label, span_text, window
 
-COMPACT_LIMIT = 16  # positions per axis in the all-heads view
-SINGLE_LIMIT = 24
+COMPACT_LIMIT = 16  # positions per axis in the all-heads matrices
+ROWS = 16  # query rows shown at most in one head's grid or top-k list
+MIN_WINDOW = 16  # fewer key columns than this and the top-k layout reads better than a window
 LABEL_WIDTH = 8
+CELL = 4  # `.52` and its space
+SUM_WIDTH = len("1.000 ✓") + 1
+REST_WIDTH = len("rest") + 1
+TOP_MIN, TOP_MAX = 2, 8  # automatic k of the top-k layout
 
 
 def compact_cell(w: float, blocked: bool) -> Text:
@@ -23,9 +36,9 @@ def compact_cell(w: float, blocked: bool) -> Text:
     return Text(text, style=heat_style(w))
 
 
-def _label(pos: int, token: str) -> Text:
-    t = Text(f"{pos:>2} ", style=DIM)
-    t.append(short(token, LABEL_WIDTH))
+def _label(pos: int, token: str, n: int, width: int = LABEL_WIDTH) -> Text:
+    t = Text(index_label(pos, n) + " ", style=DIM)
+    t.append(short(token, width))
     return t
 
 
@@ -38,13 +51,112 @@ def row_labels(att: dict) -> list[str]:
     return att.get("row_labels") or att["labels"]
 
 
-def shown_positions(att: dict, limit: int, rows: bool = False) -> list[int | None]:
-    """Real (non-pad) positions of the keys (or of the query rows), the middle elided past `limit`;
-    padding is in the mask view."""
-    labels, pads = (row_labels(att), att.get("row_pad_positions", att.get("pad_positions", []))) if rows and "row_labels" in att \
-        else (att["labels"], att.get("pad_positions", []))
-    real = [p for p in range(len(labels)) if p not in set(pads)]
-    return [None if i is None else real[i] for i in grid_indices(len(real), limit)]
+def real_positions(att: dict, rows: bool = False) -> list[int]:
+    """Non-pad positions of the keys (or of the query rows): padding is in the mask view."""
+    if rows and "row_labels" in att:
+        labels, pads = att["row_labels"], set(att.get("row_pad_positions", []))
+    else:
+        labels, pads = att["labels"], set(att.get("pad_positions", []))
+    return [p for p in range(len(labels)) if p not in pads]
+
+
+def focus_of(att: dict, real: list[int]) -> int:
+    """The query the views centre on: --position, else the last real token."""
+    focus = att.get("focus")
+    return focus if focus in real else real[-1]
+
+
+def key_focus(att: dict, keys: list[int], query_focus: int) -> int:
+    """Self-attention: the key window follows the query focus; cross-attention keys are another text."""
+    return query_focus if "row_labels" not in att and query_focus in keys else keys[-1]
+
+
+def shown(real: list[int], focus: int, budget: int) -> list[int | None]:
+    """A window over the real positions, as absolute positions."""
+    idx = window(len(real), real.index(focus), budget)
+    return [GAP if i is GAP else real[i] for i in idx]
+
+
+def top_keys(weights: np.ndarray, blocked: np.ndarray, k: int) -> list[int]:
+    """The k keys a query row reads most, strongest first (blocked keys never count)."""
+    order = np.argsort(-np.where(blocked, -1.0, weights), kind="stable")
+    return [int(j) for j in order[:k] if not blocked[j]]
+
+
+def _entry(key: int, w: float, labels: list[str], n: int) -> Text:
+    t = Text(f"{index_label(key, n)} ", style=DIM)
+    t.append(short(labels[key], 4) + " ")
+    t.append("1.0" if w >= 0.995 else f"{w:.2f}"[1:], style=heat_style(w))
+    return t
+
+
+def _rest(weights: np.ndarray, shown_keys: list[int]) -> Text:
+    """The weight on the keys not shown, so the row still adds up on screen."""
+    rest = float(weights.sum() - weights[shown_keys].sum()) if shown_keys else float(weights.sum())
+    rest = max(rest, 0.0)
+    return Text("1.0" if rest >= 0.995 else f"{rest:.2f}"[1:], style=DIM)
+
+
+def auto_top(width: int, label_w: int, n: int) -> int:
+    entry = index_digits(n) + 1 + 4 + 1 + 3 + 2
+    return max(TOP_MIN, min(TOP_MAX, (width - label_w - REST_WIDTH - 2) // entry))
+
+
+class AttentionBody:
+    """Picks the layout for the width it is given; see the module docstring."""
+
+    def __init__(self, att: dict, top: int | None = None):
+        self.att, self.top = att, top
+
+    def layout(self, width: int) -> str:
+        att = self.att
+        real, qreal = real_positions(att), real_positions(att, rows=True)
+        if self.top is not None:
+            return "top"
+        label_w = index_digits(len(row_labels(att))) + 1 + LABEL_WIDTH + 1
+        if att["selected"] == "all":
+            return "heads" if max(len(real), len(qreal)) <= COMPACT_LIMIT else "top"
+        cols_fit = (width - label_w - SUM_WIDTH - REST_WIDTH) // CELL
+        if len(real) <= cols_fit:
+            return "grid"
+        return "window" if cols_fit >= MIN_WINDOW else "top"
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        att, width = self.att, options.max_width
+        real, qreal = real_positions(att), real_positions(att, rows=True)
+        focus = focus_of(att, qreal)
+        mode = self.layout(width)
+        n = len(att["labels"])
+        label_w = index_digits(len(row_labels(att))) + 1 + LABEL_WIDTH + 1
+        if mode == "heads":
+            yield from all_heads(att, real, qreal, width)
+        elif mode in ("grid", "window"):
+            cols = shown(real, key_focus(att, real, focus), max((width - label_w - SUM_WIDTH - REST_WIDTH) // CELL, 4))
+            rows = shown(qreal, focus, ROWS)
+            yield single_head(att, rows, cols)
+            if GAP in rows or GAP in cols:
+                yield Text(f"Shown: queries {span_text(rows)}, keys {span_text(cols, n)} (--position N moves this); "
+                           "rest = the weight on the keys left out; --attn-top K lists each row's strongest keys.",
+                           style=DIM)
+        else:
+            k = self.top or auto_top(width, label_w if att["selected"] != "all" else len("head 00 (kv 00)") + 2, n)
+            yield top_k_table(att, qreal, focus, k)
+
+
+def all_heads(att: dict, real: list[int], qreal: list[int], width: int) -> RenderResult:
+    """Every head's matrix side by side when that stays short at this width; else each head's last row."""
+    idx = shown(real, real[-1], COMPACT_LIMIT)
+    qidx = shown(qreal, qreal[-1], COMPACT_LIMIT)
+    labels = row_labels(att)
+    header = index_header(idx, len(att["labels"]), 3)
+    panels = [Panel(Text(head_title(h, att["n_heads"], att["n_kv_heads"]), style="bold"), header,
+                    [None if q is None else _compact_row(h["weights"][q], att["blocked"][q], idx) for q in qidx])
+              for h in att["heads"]]
+    grid = SideBySide([None if q is None else _label(q, labels[q], len(labels)) for q in qidx], panels)
+    if grid.n_lines(width) > 24:
+        yield last_query_rows(att, idx, qidx)
+    else:
+        yield grid
 
 
 def _compact_row(weights: list[float], blocked: list[bool], idx: list[int | None]) -> Text:
@@ -56,36 +168,9 @@ def _compact_row(weights: list[float], blocked: list[bool], idx: list[int | None
     return t
 
 
-def _key_header(idx: list[int | None]) -> Text:
-    return Text(" ".join("  ⋯" if k is None else f"{k:>3}" for k in idx), style=DIM)
-
-
-class AllHeads:
-    """Every head's matrix side by side when that stays short at this width; else each head's last query row."""
-
-    MAX_LINES = 24
-
-    def __init__(self, att: dict):
-        self.att = att
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        att = self.att
-        idx = shown_positions(att, COMPACT_LIMIT)
-        qidx = shown_positions(att, COMPACT_LIMIT, rows=True)
-        labels = row_labels(att)
-        panels = [Panel(Text(head_title(h, att["n_heads"], att["n_kv_heads"]), style="bold"), _key_header(idx),
-                        [None if q is None else _compact_row(h["weights"][q], att["blocked"][q], idx) for q in qidx])
-                  for h in att["heads"]]
-        grid = SideBySide([None if q is None else _label(q, labels[q]) for q in qidx], panels)
-        if grid.n_lines(options.max_width) > self.MAX_LINES:
-            yield last_query_rows(att, idx, qidx)
-        else:
-            yield grid
-
-
-def last_query_rows(att: dict, idx: list[int | None], qidx: list[int | None] | None = None) -> Group:
+def last_query_rows(att: dict, idx: list[int | None], qidx: list[int | None]) -> Group:
     """One line per head: what the last real token reads. Compact for models with many heads."""
-    q = [k for k in (qidx or idx) if k is not None][-1]
+    q = [k for k in qidx if k is not None][-1]
     table = Table(box=None, pad_edge=False, padding=(0, 1), header_style=DIM)
     table.add_column(no_wrap=True)
     for k in idx:
@@ -97,36 +182,62 @@ def last_query_rows(att: dict, idx: list[int | None], qidx: list[int | None] | N
     return Group(table, note)
 
 
-def single_head(att: dict) -> Table:
-    """One head in full: key tokens as column headers, weights to 2 decimals, and each row's checked sum."""
+def single_head(att: dict, rows: list[int | None], cols: list[int | None]) -> Table:
+    """One head: key indices as column headers, compact weights, the weight on left-out keys, each row's checked sum."""
     h = att["heads"][0]
-    labels, qlabels = att["labels"], row_labels(att)
-    idx = grid_indices(len(labels), SINGLE_LIMIT)
-    qidx = grid_indices(len(qlabels), SINGLE_LIMIT)
-    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
+    labels, n = row_labels(att), len(att["labels"])
+    windowed = GAP in cols
+    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1, 0, 0), show_header=True)
     table.add_column(Text("query ↓ key →", style=DIM), no_wrap=True)
-    for k in idx:
-        table.add_column("⋯" if k is None else Text(f"{k}\n{short(labels[k], 4)}"), justify="right", no_wrap=True)
+    table.add_column(index_header(cols, n, 3), no_wrap=True)
+    if windowed:
+        table.add_column(Text("rest", style=DIM), justify="right", no_wrap=True)
     table.add_column("Σ row", justify="right", no_wrap=True)
-    for q in qidx:
+    weights = np.asarray(h["weights"])
+    blocked = np.asarray(att["blocked"])
+    keys = [k for k in cols if k is not None]
+    for q in rows:
         if q is None:
             table.add_row(Text("   ⋮", style=DIM))
             continue
-        cells = []
-        for k in idx:
-            if k is None:
-                cells.append(Text("⋯", style=DIM))
-            elif att["blocked"][q][k]:
-                cells.append(Text(BLOCK_CELL, style=DIM))
-            else:
-                w = h["weights"][q][k]
-                cells.append(Text(f"{w:.2f}", style=heat_style(w)))
+        line = _compact_row(h["weights"][q], att["blocked"][q], cols)
         s = h["row_sums"][q]
         masked = q in att["fully_masked_rows"]
         ok = abs(s - (0.0 if masked else 1.0)) <= 1e-4
-        cells.append(Text(f"{s:.3f} " + ("✓" if ok else "✗"), style=OK if ok else WARN))
-        table.add_row(_label(q, qlabels[q]), *cells)
+        extra = [_rest(np.where(blocked[q], 0.0, weights[q]), keys)] if windowed else []
+        table.add_row(_label(q, labels[q], len(labels)), line, *extra, Text(f"{s:.3f} " + ("✓" if ok else "✗"), style=OK if ok else WARN))
     return table
+
+
+def top_k_table(att: dict, qreal: list[int], focus: int, k: int) -> Group:
+    """Per query row (one head) or per head (all heads, the focus row): its k strongest keys, then the rest."""
+    labels, qlabels = att["labels"], row_labels(att)
+    n = len(labels)
+    blocked = np.asarray(att["blocked"])
+    every_head = att["selected"] == "all"
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style=DIM)
+    if every_head:  # every row is the focus query: the note names it
+        table.add_column("head", no_wrap=True, header_style=DIM)
+    else:
+        table.add_column("query", no_wrap=True)
+    for r in range(k):
+        table.add_column(f"key {r + 1}", no_wrap=True)
+    table.add_column("rest", no_wrap=True, justify="right")
+    pairs = ([(h, focus) for h in att["heads"]] if every_head
+             else [(att["heads"][0], q) for q in shown(qreal, focus, ROWS)])
+    for h, q in pairs:
+        first = [Text(head_title(h, att["n_heads"], att["n_kv_heads"]), style="bold")] if every_head else []
+        if q is None:
+            table.add_row(Text("   ⋮", style=DIM))
+            continue
+        w = np.asarray(h["weights"][q])
+        top = top_keys(w, blocked[q], k)
+        entries = [_entry(j, float(w[j]), labels, n) for j in top] + [Text("")] * (k - len(top))
+        query = [] if every_head else [_label(q, qlabels[q], len(qlabels))]
+        table.add_row(*first, *query, *entries, _rest(np.where(blocked[q], 0.0, w), top))
+    what = f"Per head, the keys query {focus} ({qlabels[focus]}) reads most" if every_head else "Per query, the keys it reads most"
+    note = Text(f"{what}; rest = all others (--attn-top K).", style=DIM)
+    return Group(table, note)
 
 
 def _check_line(att: dict) -> Text:
@@ -148,7 +259,7 @@ def render_attention(att: dict, number: int = 5) -> Group:
     where = {"encoder": "encoder ", "decoder": "decoder "}.get(att.get("stack", ""), "")
     kind = " cross-attention" if att.get("part") == "cross_attn" else ""
     title = f"Attention  {where}layer {layer}{kind}, {which}, batch row {att['batch_row']}"
-    caption = f"Softmax of the masked scores: how much each query (row) reads from each key (column); {BLOCK_CELL} = blocked."
+    caption = f"Softmax of masked scores: how much each query reads from each key; {BLOCK_CELL} = blocked."
     if kind:
         caption = (f"Softmax of decoder queries against encoder keys: how much each decoder position (row) reads "
                    f"from each input token (column); {BLOCK_CELL} = blocked (encoder padding).")
@@ -156,13 +267,13 @@ def render_attention(att: dict, number: int = 5) -> Group:
     if att.get("missing"):
         parts.append(calm(att["missing"]))
         return Group(*parts)
-    parts.append(AllHeads(att) if att["selected"] == "all" else single_head(att))
+    parts.append(AttentionBody(att, att.get("top")))
     parts.append(_check_line(att))
     if att["selected"] == "all":
-        hint = "--head N: one head with its row sums; --layer N: another layer."
+        hint = "--head N: one head in full; --layer N: another layer."
         if att.get("stack"):
             hint += " --stack encoder|decoder, --attn self|cross: another attention."
         if att["n_kv_heads"] != att["n_heads"]:
-            hint = f"Heads share kv heads in groups of {att['n_heads'] // att['n_kv_heads']}. " + hint
+            hint = f"{att['n_heads'] // att['n_kv_heads']} heads per kv head. " + hint
         parts.append(Text(hint, style=DIM))
     return Group(*parts)

@@ -7,11 +7,14 @@ import re
 
 from rich.console import Console, Group
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from tracer.diff.compare import DiffReport, StepDiff
 from tracer.diff.profile import BlockProfile
+from tracer.render.diff_numbers import error_column, fmt, fmt_cos, fmt_db, fmt_gain, prob_change_format
+from tracer.render.diff_numbers import shape_text as _shape
 
 # The bar of the error profile spans float32 rounding (about -140 dB) to a 100% error (0 dB).
 BAR_FLOOR_DB = -160.0
@@ -19,6 +22,9 @@ BAR_WIDTH = 16
 
 
 def render_diff(console: Console, report: DiffReport, show_all: bool = False) -> None:
+    inputs = report.extras.get("inputs")
+    if inputs is not None:
+        console.print(inputs_view(report, inputs))
     console.print(verdict(report))
     console.print(Text(f"  {report.ref_label}  →  {report.mine_label}    atol {report.atol:g}, rtol {report.rtol:g}", style="dim"))
     for note in report.notes:
@@ -61,13 +67,28 @@ def verdict(report: DiffReport) -> Text:
         if not compared:
             return Text("? NOTHING COMPARED: no step has a tensor on both sides", style="bold yellow")
         t = Text("✓ MATCH", style="bold green")
-        t.append(f"  all {len(compared)} compared steps are within tolerance", style="green")
+        where = " on the shared positions" if "inputs" in report.extras else ""
+        t.append(f"  all {len(compared)} compared steps are within tolerance{where}", style="green")
         return t
     failed = sum(1 for s in report.steps if s.failed)
     t = Text("✗ DIVERGED", style="bold red")
     t.append(f"  first at {first.name} ({first.reason})", style="red")
     t.append(f"; {failed} of {len(compared) + _failed_uncompared(report)} steps fail", style="red")
     return t
+
+
+def inputs_view(report: DiffReport, inputs: dict) -> Group:
+    """Said first: the two runs read different tokens, so only their shared prefix is compared."""
+    n = inputs["compared_positions"]
+    where = "position 0" if n == 1 else f"positions 0–{n - 1}"
+    return Group(
+        Text("≠ THE INPUTS DIFFER", style="bold yellow"),
+        Text(f"  {report.ref_label} ran {inputs['ref']}"),
+        Text(f"  {report.mine_label} ran {inputs['mine']}"),
+        Text(f"  Compared below: only {where}, where both read the same tokens (a causal model's position sees "
+             "nothing after it). Every later position differs because the input does.", style="dim"),
+        Text(""),
+    )
 
 
 def _failed_uncompared(report: DiffReport) -> int:
@@ -102,6 +123,10 @@ def profile_table(blocks: list[BlockProfile], width: int = 120) -> Table:
 
     Below 80 columns the two sublayers fold into one "adds" column."""
     narrow = width < 80
+    names = [b.first_failure or (f"(grew most: {b.worst_step})" if b.worst_step else "") for b in blocks]
+    fixed = (5 + 8 + (7 if narrow else 9 + 8) + 7) + max([len("first failure / grew most"), *map(len, names)])
+    fixed += 2 * (5 if narrow else 6)  # the gaps between columns, the bar's included
+    bar_width = max(0, min(BAR_WIDTH, width - fixed))  # the names stay whole; the bar gives way
     table = Table(title="Error by block (NMSE of the residual stream in dB; lower is closer)", title_justify="left",
                   title_style="bold", box=None, pad_edge=False, padding=(0, 1))
     table.add_column("block", justify="right")
@@ -112,24 +137,26 @@ def profile_table(blocks: list[BlockProfile], width: int = 120) -> Table:
         table.add_column("attn adds", justify="right", no_wrap=True)
         table.add_column("mlp adds", justify="right", no_wrap=True)
     table.add_column("leaving", justify="right")
-    table.add_column("", no_wrap=True, max_width=BAR_WIDTH)
-    table.add_column("first failure / grew most", overflow="fold", ratio=1)
+    if bar_width >= 4:
+        table.add_column("", no_wrap=True, max_width=bar_width)
+    table.add_column("first failure / grew most", no_wrap=True)
     for b in blocks:
         where = b.first_failure or ""
         if not where and b.worst_step:
             where = f"(grew most: {b.worst_step})"
         style = "red" if b.first_failure else ("yellow" if b.introduced else "")
         adds = [fmt_gain(b.gain_db)] if narrow else [fmt_gain(b.attn_gain_db), fmt_gain(b.mlp_gain_db)]
-        table.add_row(str(b.block), fmt_db(b.input_db), *adds, fmt_db(b.output_db), bar(b.output_db), escape(where), style=style)
+        shown_bar = [bar(b.output_db, bar_width)] if bar_width >= 4 else []
+        table.add_row(str(b.block), fmt_db(b.input_db), *adds, fmt_db(b.output_db), *shown_bar, escape(where), style=style)
     return table
 
 
-def bar(db: float | None) -> str:
+def bar(db: float | None, width: int = BAR_WIDTH) -> str:
     if db is None:
         return ""
     if db == -math.inf:
         return "·"
-    filled = max(1, min(BAR_WIDTH, round((db - BAR_FLOOR_DB) / -BAR_FLOOR_DB * BAR_WIDTH)))
+    filled = max(1, min(width, round((db - BAR_FLOOR_DB) / -BAR_FLOOR_DB * width)))
     return "█" * filled
 
 
@@ -164,7 +191,7 @@ _POSITION_METRICS = {"kl_ref_mine", "kl_mine_ref", "top1_ref", "top1_mine", "top
 
 def _token(position: dict, side: str) -> str:
     piece = position.get(f"top1_{side}_piece")
-    return f"{position[f'top1_{side}']} {piece!r}" if piece is not None else str(position[f"top1_{side}"])
+    return f"{piece} (id {position[f'top1_{side}']})" if piece is not None else str(position[f"top1_{side}"])
 
 
 # ---------- folders: weights and moved tokens ----------
@@ -194,11 +221,15 @@ def moved_tokens_view(rows: list[dict]) -> Group:
         if not any(t["delta"] for t in row["moved"]):
             lines.append(Text(f"  row {row['batch']}, pos {row['pos']}: no token's probability moved"))
             continue
-        parts = []
+        lines.append(Text(f"  row {row['batch']}, pos {row['pos']}:"))
+        table = Table(box=None, pad_edge=False, padding=(0, 1), show_header=True, header_style="dim")
+        for header in ("token", "id", "ref", "mine", "change"):
+            table.add_column(header, justify="left" if header == "token" else "right", no_wrap=True)
+        fmt_p = prob_change_format([v for t in row["moved"] for v in (t["ref"], t["mine"])])
+        fmt_d = prob_change_format([t["delta"] for t in row["moved"]], signed=True)
         for t in row["moved"]:
-            label = repr(t["piece"]) if "piece" in t else str(t["id"])
-            parts.append(f"{label} {t['ref']:.3f}→{t['mine']:.3f} ({t['delta']:+.3f})")
-        lines.append(Text(f"  row {row['batch']}, pos {row['pos']}: " + " · ".join(parts)))
+            table.add_row(t.get("piece", ""), str(t["id"]), fmt_p(t["ref"]), fmt_p(t["mine"]), fmt_d(t["delta"]))
+        lines.append(Padding(table, (0, 0, 0, 4)))
     return Group(*lines)
 
 
@@ -277,10 +308,20 @@ _COLUMNS = (
 )
 
 
-def columns_for(width: int) -> list[str]:
-    """Which metric columns fit: every one from 120 columns, the NMSE and growth alone below 70."""
-    count = 2 if width < 70 else 4 if width < 95 else 5 if width < 120 else len(_COLUMNS)
-    return [header for header, _ in _COLUMNS[:count]]
+_WIDTHS = {"NMSE dB": 8, "growth": 9, "max abs": 9, "cosine": 10, "max rel": 9, "shape": 18}
+
+
+def columns_for(width: int, used: int = 40) -> list[str]:
+    """The metric columns that fit next to `used` cells (step name and status), in _COLUMNS order; at least
+    NMSE and growth. Step names are never wrapped: narrower terminals drop columns instead."""
+    chosen, room = [], width - used
+    for header, _ in _COLUMNS:
+        w = _WIDTHS[header] + 1
+        if len(chosen) >= 2 and w > room:
+            break
+        chosen.append(header)
+        room -= w
+    return chosen
 
 
 def steps_table(report: DiffReport, show_all: bool, width: int = 120) -> Table:
@@ -289,13 +330,18 @@ def steps_table(report: DiffReport, show_all: bool, width: int = 120) -> Table:
     caption = f"{hidden} steps hidden (--all shows every step)" if hidden else None
     table = Table(title="Steps", title_justify="left", title_style="bold", caption=caption, caption_justify="left",
                   caption_style="dim", box=None, pad_edge=False, padding=(0, 1), header_style="bold")
-    table.add_column("step", overflow="fold", min_width=12)
+    table.add_column("step", no_wrap=True)
     table.add_column("", no_wrap=True)
-    shown = [(h, cell) for h, cell in _COLUMNS if h in columns_for(width)]
+    used = max((len(s.name) for s in rows), default=4) + 1 + max((status_cell(s)[0].cell_len for s in rows), default=2) + 1
+    shown = [(h, cell) for h, cell in _COLUMNS if h in columns_for(width, used)]
     for header, _ in shown:
         table.add_column(header, justify="left" if header == "shape" else "right", no_wrap=header != "shape")
+    column_fmt = {m: error_column([s.metrics.get(key) for s in rows])
+                  for m, key in (("max abs", "max_abs"), ("max rel", "max_rel"))}
     for s in rows:
-        table.add_row(escape(s.name), *status_cell(s), *(cell(s) for _, cell in shown))
+        cells = [column_fmt[h](s.metrics.get("max_abs" if h == "max abs" else "max_rel")) if h in column_fmt else cell(s)
+                 for h, cell in shown]
+        table.add_row(escape(s.name), *status_cell(s), *cells)
     return table
 
 
@@ -306,51 +352,3 @@ def status_cell(s: StepDiff) -> tuple[Text]:
         return (Text(f"FAIL {s.reason}", style="bold red"),)
     label, style = styles.get(s.status, (s.status, ""))
     return (Text(label, style=style),)
-
-
-# ---------- number formatting ----------
-
-
-def fmt(x: float | None) -> str:
-    if x is None:
-        return ""
-    if x == 0:
-        return "0"
-    if math.isinf(x):
-        return "inf"
-    return f"{x:.2e}" if abs(x) < 1e-2 or abs(x) >= 1e4 else f"{x:.4g}"
-
-
-def fmt_cos(x: float | None) -> str:
-    """Near 1 the digits that matter are in 1 - cos: 0.99999999712 reads as 1-2.9e-09."""
-    if x is None:
-        return ""
-    if x == 1.0:
-        return "1"
-    return f"1-{1.0 - x:.1e}" if x > 0.9999 else f"{x:.4f}"
-
-
-def fmt_db(x: float | None, exact_word: str = "exact") -> str:
-    if x is None:
-        return ""
-    if x == -math.inf:
-        return exact_word
-    if x == math.inf:
-        return "inf"
-    return f"{x:.1f}"
-
-
-def fmt_gain(x: float | None) -> str:
-    if x is None:
-        return ""
-    if x == math.inf:
-        return "new"
-    if x == -math.inf:
-        return "→exact"
-    if x == 0:
-        return "+0"
-    return f"{x:+.1f} dB"
-
-
-def _shape(shape) -> str:
-    return "" if shape is None else "[" + ", ".join(str(n) for n in shape) + "]"

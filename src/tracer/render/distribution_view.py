@@ -9,9 +9,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from tracer.render.columns import prob_column, value_column
 from tracer.render.theme import DIM, OK, calm, heading, num, piece_text, prob
+from tracer.report.target import variant_hint
 
 BAR_WIDTH = 12
+WARN_HINT = "yellow"
 
 
 def bar(p: float, width: int = BAR_WIDTH) -> Text:
@@ -37,7 +40,7 @@ def _one_distribution(d: dict, top_k: list[dict], number: int) -> Group:
                    "reading the words on both sides. cum = running total.")
     else:
         title = f"Next token  after position {d['position']} ({d['after']})"
-        caption = "probs = softmax(logits) at this position: what the model expects to come next. cum = running total."
+        caption = "probs = softmax(logits) here: what the model expects next; cum = running total."
     parts: list = [heading(number, title, caption)]
     if d.get("missing"):
         parts.append(calm(d["missing"]))
@@ -51,12 +54,15 @@ def _one_distribution(d: dict, top_k: list[dict], number: int) -> Group:
     table.add_column("", no_wrap=True, min_width=2)
     table.add_column("cum", justify="right", no_wrap=True, style=DIM)
     target = d.get("target")
-    for t in top_k:
+    rows = top_k
+    logit_f = value_column((t["logit"] for t in rows), digits=4)
+    prob_f, cum_f = prob_column(t["prob"] for t in rows), prob_column(t["cum"] for t in rows)
+    for t in rows:
         hit = target is not None and t["id"] == target["id"]
         token = piece_text(t["token"], t["special"])
         if hit:
             token.stylize("bold underline")
-        table.add_row(str(t["rank"]), token, str(t["id"]), num(t["logit"]), prob(t["prob"]), bar(t["prob"]), prob(t["cum"]))
+        table.add_row(str(t["rank"]), token, str(t["id"]), logit_f(t["logit"]), prob_f(t["prob"]), bar(t["prob"]), cum_f(t["cum"]))
     parts.append(table)
     if d.get("entropy_bits") is None:
         summary = Text(f"no entropy: {d.get('nonfinite', 'some')} probabilities at this position are NaN or Inf "
@@ -71,17 +77,24 @@ def _one_distribution(d: dict, top_k: list[dict], number: int) -> Group:
         parts.append(line)
         if target.get("note"):
             parts.append(Text(target["note"], style=DIM))
+        for v in target.get("better_variants", [])[:1]:  # the best one; the JSON has them all
+            parts.append(Text("hint: " + variant_hint(v), style=WARN_HINT))
     return Group(*parts)
 
 
 def render_lens(lens: dict, number: int = 7) -> Group:
     final = lens.get("final_top") or {}
+    target = lens.get("target")
+    if target is not None and target["id"] == final.get("id"):
+        target = None  # the final top token is the target: its columns already track it
+    watch = f"p({final.get('token', '?')}), the final top token," + (f" and p({target['token']}), the target," if target else "")
     caption = (f"Each layer's residual stream put through the final norm and the head, as if it were the last layer. "
-               f"Watch p({final.get('token', '?')}), the final top token, rise to see where the prediction forms.")
+               f"Watch {watch} rise to see where the prediction forms.")
     parts: list = [heading(number, f"Logit lens  position {lens.get('position')}", caption)]
     if lens.get("missing"):
         parts.append(calm(lens["missing"]))
         return Group(*parts)
+    rows = lens["layers"]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, header_style="bold")
     table.add_column("after", no_wrap=True)
     table.add_column("top token", no_wrap=True, max_width=20, overflow="ellipsis")
@@ -89,11 +102,23 @@ def render_lens(lens: dict, number: int = 7) -> Group:
     table.add_column(Text(f"p({final.get('token', '?')})"), justify="right", no_wrap=True, max_width=16)
     table.add_column("", no_wrap=True)
     table.add_column("rank", justify="right", no_wrap=True, style=DIM)
-    for r in lens["layers"]:
+    if target is not None:
+        table.add_column(Text(f"p({target['token']})", style="bold underline"), justify="right", no_wrap=True, max_width=16)
+        table.add_column("", no_wrap=True)
+        table.add_column("rank", justify="right", no_wrap=True, style=DIM)
+    top_f, final_f = prob_column(r["top_prob"] for r in rows), prob_column(r["final_top_prob"] for r in rows)
+    target_f = prob_column(r.get("target_prob") for r in rows)
+    for r in rows:
         where = "embedding" if r["layer"] == "embed" else f"block {r['layer']}"
         top = piece_text(r["top"]["token"], r["top"]["special"])
         if r["top_id"] == final.get("id"):
             top.stylize(OK)
-        table.add_row(where, top, prob(r["top_prob"]), prob(r["final_top_prob"]), bar(r["final_top_prob"]), str(r["final_top_rank"]))
+        if target is not None and r["top_id"] == target["id"]:
+            top.stylize("bold underline")
+        cells = [where, top, top_f(r["top_prob"]), final_f(r["final_top_prob"]), bar(r["final_top_prob"], 8),
+                 str(r["final_top_rank"])]
+        if target is not None:
+            cells += [target_f(r["target_prob"]), bar(r["target_prob"], 8), str(r["target_rank"])]
+        table.add_row(*cells)
     parts.append(table)
     return Group(*parts)

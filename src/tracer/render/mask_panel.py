@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-from rich.console import Group
+import re
+
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
 from tracer.render.side_by_side import Panel, SideBySide
 from tracer.render.theme import BLOCK_CELL, DIM, KEEP_CELL, OK, WARN, calm, heading, named_shape, rows_phrase, short
+from tracer.render.window import index_digits, index_header, index_label, span_text, window
 
-MAX_GRID = 20  # positions shown per axis before the middle is elided
 MAX_PART_GRID = 16  # longer inputs show only the combined grid; the parts are described above it
 LABEL_WIDTH = 10
-
-
-def grid_indices(n: int, limit: int = MAX_GRID) -> list[int | None]:
-    """All positions, or the first few and the last many (the last queries matter most); None marks the gap."""
-    if n <= limit:
-        return list(range(n))
-    head = limit // 4
-    return list(range(head)) + [None] + list(range(n - (limit - head), n))
-
-
-def key_header(idx: list[int | None], n: int) -> Text:
-    digit = (lambda k: str(k % 10)) if n > 10 else str  # noqa: E731
-    return Text(" ".join("⋯" if k is None else digit(k) for k in idx), style=DIM)
+ALL_ROWS = 20  # up to this many positions every query row is shown
+ROWS = 10  # longer inputs: query rows shown at most; the window follows --position
+CELL = 2  # a mask cell and its space
 
 
 def grid_row(cells: list[bool], idx: list[int | None]) -> Text:
@@ -41,42 +33,89 @@ def grid_row(cells: list[bool], idx: list[int | None]) -> Text:
     return t
 
 
-def query_label(pos: int, token: str) -> Text:
-    t = Text(f"{pos:>2} ", style=DIM)
-    t.append(short(token, LABEL_WIDTH))
+def query_label(pos: int, token: str, n: int, width: int = LABEL_WIDTH) -> Text:
+    t = Text(index_label(pos, n) + " ", style=DIM)
+    t.append(short(token, width))
     return t
 
 
-def mask_grids(grids: dict[str, list[list[bool]]], labels: list[str], flagged: set[int], titles: dict[str, str],
-               n_keys: int | None = None) -> SideBySide:
+class MaskGrids:
     """The parts and their combination side by side, query rows labelled with tokens, flagged rows marked.
-    n_keys: the number of key columns when they are not the query positions (cross-attention)."""
-    n = len(labels)
-    idx = grid_indices(n)
-    kn = n if n_keys is None else n_keys
-    kidx = idx if n_keys is None else grid_indices(kn)
-    row_labels = [None if q is None else query_label(q, labels[q]) for q in idx]
-    panels = [Panel(Text(titles.get(name, name), style="bold"), key_header(kidx, kn),
-                    [None if q is None else grid_row(g[q], kidx) for q in idx]) for name, g in grids.items()]
-    after = [Text("⚠ no key", style=WARN) if q in flagged else Text("") for q in idx] if flagged else None
-    return SideBySide(row_labels, panels, after)
+
+    Past what fits the width, a window of keys and queries around the focus (absolute indices, ⋯ and ⋮
+    where positions are left out), and only the combined grid."""
+
+    def __init__(self, grids: dict[str, list[list[bool]]], labels: list[str], flagged: set[int],
+                 titles: dict[str, str], focus: int | None = None, n_keys: int | None = None):
+        self.grids, self.labels, self.flagged, self.titles = grids, labels, flagged, titles
+        self.focus = len(labels) - 1 if focus is None or not 0 <= focus < len(labels) else focus
+        self.n_keys = n_keys  # key columns when they are not the query positions (cross-attention)
+
+    def layout(self, width: int) -> tuple[list[int | None], list[int | None], dict]:
+        """(rows, columns, grids) shown at this width."""
+        n = len(self.labels)
+        label_w = index_digits(n) + 1 + LABEL_WIDTH
+        after_w = len("⚠ no key") + 3 if self.flagged else 0
+        cols_fit = max((width - label_w - after_w - 3) // CELL, 8)
+        grids = self.grids
+        if max(n, self.n_keys or 0) > cols_fit or n > MAX_PART_GRID:
+            grids = {"keep": grids["keep"]} if "keep" in grids else grids
+        keys = n if self.n_keys is None else self.n_keys
+        key_focus = self.focus if self.n_keys is None else keys - 1
+        return window(n, self.focus, n if n <= ALL_ROWS else ROWS), window(keys, key_focus, cols_fit), grids
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        n = len(self.labels)
+        rows, cols, grids = self.layout(options.max_width)
+        row_labels = [None if q is None else query_label(q, self.labels[q], n) for q in rows]
+        header = index_header(cols, n if self.n_keys is None else self.n_keys, 1)
+        titles = dict(self.titles)
+        if len(grids) == 1:
+            titles["keep"] = "keep"
+        panels = [Panel(Text(titles.get(name, name), style="bold"), header,
+                        [None if q is None else grid_row(g[q], cols) for q in rows]) for name, g in grids.items()]
+        after = [Text("⚠ no key", style=WARN) if q in self.flagged else Text("") for q in rows] if self.flagged else None
+        yield SideBySide(row_labels, panels, after)
+        if None in rows or None in cols:
+            yield Text(f"Shown: queries {span_text(rows)}, keys {span_text(cols, self.n_keys or n)} "
+                       "(--position N moves this).",
+                       style=DIM)
 
 
-def _build_lines(mask: dict) -> Table:
-    lines = Table.grid(padding=(0, 2))
-    lines.add_column(style="bold", no_wrap=True)
-    lines.add_column(overflow="fold")
-    for p in mask["parts"]:
-        what = Text(p["rule"])
-        what.append(f"\n{p['dtype']} {named_shape(p['axes'], p['shape'])}, as {p['broadcast']}", style=DIM)
-        lines.add_row(p["name"], what)
-    scores = named_shape(["batch", "heads", "q_len", "kv_len"], mask["scores_shape"])
-    heads = mask["scores_shape"][1]
-    keep = Text(mask["combine"])
-    keep.append(f"  {mask['dtype']} {named_shape(mask['axes'], mask['shape'])}, broadcast over heads={heads}", style=DIM)
-    keep.append(f"\nmasked_scores = where(keep, scores, -inf), scores {scores}", style=DIM)
-    lines.add_row("keep", keep)
-    return lines
+class BuildLines:
+    """Each part's rule, dtype, shape and broadcast, then their AND. Where a line would wrap, its shapes
+    drop the axis names (`[1, 1, 512, 512]`): the caption and the shape flow name them."""
+
+    def __init__(self, mask: dict):
+        self.mask = mask
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        mask = self.mask
+        room = options.max_width - max([len(p["name"]) for p in mask["parts"]] + [4]) - 2
+        lines = Table.grid(padding=(0, 2))
+        lines.add_column(style="bold", no_wrap=True)
+        lines.add_column(overflow="fold")
+        for p in mask["parts"]:
+            what = Text(p["rule"])
+            what.append("\n" + _fit(f"{p['dtype']} {named_shape(p['axes'], p['shape'])}, as {p['broadcast']}", room), style=DIM)
+            lines.add_row(p["name"], what)
+        scores = named_shape(["batch", "heads", "q_len", "kv_len"], mask["scores_shape"])
+        heads = mask["scores_shape"][1]
+        keep = Text(mask["combine"])
+        keep.append(_fit(f"  {mask['dtype']} {named_shape(mask['axes'], mask['shape'])}, broadcast over heads={heads}",
+                         room - len(mask["combine"])), style=DIM)
+        keep.append("\n" + _fit(f"masked_scores = where(keep, scores, -inf), scores {scores}", room), style=DIM)
+        lines.add_row("keep", keep)
+        yield lines
+
+
+_NAMED_AXIS = re.compile(r"\b[a-z_]+=(\d+)")
+_SHAPE = re.compile(r"\[[^\]]*\]")
+
+
+def _fit(line: str, room: int) -> str:
+    """`[q_len=512, kv_len=512]` -> `[512, 512]` when the line would not fit in `room` cells."""
+    return line if len(line) <= room else _SHAPE.sub(lambda m: _NAMED_AXIS.sub(r"\1", m.group(0)), line)
 
 
 def _bucket_table(b: dict) -> Group:
@@ -115,15 +154,15 @@ def render_mask(mask: dict, labels: list[str], number: int = 4, key_labels: list
             parts.append(calm("the mask step was kept as statistics only; add --keep '*.attn.mask' to see its grid"))
             return Group(*parts)
     else:
-        parts = [heading(number, title, "Built from these parts, each broadcast to [batch, heads, q_len, kv_len], then combined with AND:"),
-                 _build_lines(mask)]
+        parts = [heading(number, title, "Built from these parts, broadcast to the scores and combined with AND:"),
+                 BuildLines(mask)]
     grids = mask["grids"]
-    if len(mask.get("parts", [])) < 2 or len(labels) > MAX_PART_GRID:  # the keep grid alone says it all
+    if len(mask.get("parts", [])) < 2:  # the keep grid alone says it all
         grids = {"keep": grids["keep"]} if "keep" in grids else grids
     titles = {"keep": "keep (all combined)" if len(grids) > 1 else "keep"}
     flagged = set(mask.get("fully_masked_rows", []))
     n_keys = len(key_labels) if key_labels is not None else None
-    parts.append(mask_grids(grids, labels, flagged, titles, n_keys))
+    parts.append(MaskGrids(grids, labels, flagged, titles, mask.get("focus"), n_keys))
     caption = (f"{KEEP_CELL} = the query (row) may attend to the key (column); {BLOCK_CELL} = blocked. "
                f"Batch row {mask['batch_row']}.")
     parts.append(Text(caption, style=DIM))

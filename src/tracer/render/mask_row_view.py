@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
@@ -61,17 +62,38 @@ def render_row(console: Console, row: WorkedRow) -> None:
                                     f"without renormalising)"))
 
 
+def _longest_word(texts) -> int:
+    return max((cell_len(w) for t in texts for w in t.split()), default=0)
+
+
 def render_list(console: Console, conventions) -> None:
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=True)
-    table.add_column("convention", style="bold", no_wrap=True)
-    table.add_column("mask", ratio=1, overflow="fold")
-    table.add_column("semantics", ratio=3, overflow="fold")
-    family = None
-    for c in conventions:
-        if family is not None and c.family != family:
-            table.add_section()
-        family = c.family
-        table.add_row(c.name, c.accepts, c.summary)
-    console.print(table)
+    """A table when every word fits its column; on narrower terminals each convention is stacked (name and
+    mask on one line, the semantics under it), so no word is ever split."""
+    name_w = max(cell_len(c.name) for c in conventions)
+    accepts_w = max(_longest_word(c.accepts for c in conventions), 14)
+    if console.width - name_w - accepts_w - 4 >= _longest_word(c.summary for c in conventions):
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=True)
+        table.add_column("convention", style="bold", no_wrap=True)
+        table.add_column("mask", width=accepts_w)
+        table.add_column("semantics", ratio=1)
+        family = None
+        for c in conventions:
+            if family is not None and c.family != family:
+                table.add_section()
+            family = c.family
+            table.add_row(c.name, c.accepts, c.summary)
+        console.print(table)
+    else:
+        family = None
+        for c in conventions:
+            if family is not None and c.family != family:
+                console.print()
+            family = c.family
+            console.print(Text.assemble((c.name, "bold"), "  ", (c.accepts, "dim")))
+            body = Table.grid()
+            body.add_column(width=4, no_wrap=True)
+            body.add_column()
+            body.add_row("", c.summary)
+            console.print(body)
     console.print(Text("aliases: additive = torch-sdpa-float; see `tracer mask --help` for the options each reads",
                        style="dim"))

@@ -48,10 +48,10 @@ def _caption(flow: dict) -> str:
     if flow["mode"] == "filtered":
         return f"Only steps matching {', '.join(flow['globs'])}, in execution order; stats are μ mean, σ std, [min, max]."
     folded = flow["folded"]
-    text = "Each row is one recorded step, in order; shapes name their axes; stats are μ mean, σ std, [min, max]."
+    text = "One row per step, in order; named axes; μ mean, σ std, [min, max]."
     if folded:
-        which = f"Blocks {_ranges(folded)} are folded to their outputs" if len(folded) > 1 else f"Block {folded[0]} is folded to its output"
-        text += f" {which} (--layers N, --steps GLOB or --all unfold)."
+        which = f"Blocks {_ranges(folded)} folded to their outputs" if len(folded) > 1 else f"Block {folded[0]} folded to its output"
+        text += f" {which} (--layers N, --steps GLOB, --all unfold)."
     return text
 
 
@@ -72,8 +72,8 @@ def _fold_row(r: dict, stacked: bool) -> list:
     last = r["last"]
     name = Text(f"{r['stack'] + '.' if r.get('stack') else ''}blocks.{r['block']}", style="bold")
     name.append(" ⋯", style=DIM)
-    same = f"as block {r['reference']}" if r["same_shapes"] else "shapes differ from the unfolded block"
-    op = Text(f"{last['name'].split('.', 2)[2]}; {r['n_steps']} steps folded, {same}", style=DIM)
+    same = "" if r["same_shapes"] else f"; shapes differ from block {r['reference']}"
+    op = Text(f"{last['name'].split('.', 2)[2]} ({r['n_steps']} steps folded{same})", style=DIM)
     stats = stats_text(last["stats"], last["dtype"], last["shape"], stacked=stacked)
     for bad in r["non_finite"]:
         stats.append(f"  ⚠ {bad['name']}: {bad['nan']} NaN {bad['inf']} inf", style=WARN)
@@ -81,7 +81,7 @@ def _fold_row(r: dict, stacked: bool) -> list:
 
 
 WIDE = 150  # from here every step fits on one line: step | op | in -> out | stats
-NARROW = 80  # below this the stats go under the op, in the same column as the shape
+NARROW = 80  # from here to WIDE the op and the stats share a line under the shape; below, each has its own
 
 
 class FlowTable:
@@ -94,11 +94,13 @@ class FlowTable:
         width = options.max_width
         layout = "wide" if width >= WIDE else "medium" if width >= NARROW else "narrow"
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, header_style="bold")
-        table.add_column("step", no_wrap=True, overflow="ellipsis", max_width=30 if layout != "narrow" else 20)
-        headers = {"wide": ["op", "in → out", "stats"], "medium": ["in → out, then op", "stats"],
+        names = [len(_local(r["name"], r.get("block"), self.indent)) for r in self.rows if r["kind"] == "step"]
+        step_width = min(max(names, default=12), 30 if layout != "narrow" else 20)
+        table.add_column("step", no_wrap=True, overflow="ellipsis", max_width=step_width)
+        headers = {"wide": ["op", "in → out", "stats"], "medium": ["in → out, then op · stats"],
                    "narrow": ["in → out, op, stats"]}[layout]
         for n, header in enumerate(headers):
-            kept_whole = n == len(headers) - 1 and layout != "narrow"
+            kept_whole = n == len(headers) - 1 and layout == "wide"
             kept_whole = kept_whole or (layout == "wide" and n == 1)  # wide: shapes keep one line too
             flexible = n == 0  # the op (wide) or the stacked cell: it wraps so the rest need not
             table.add_column(header, no_wrap=kept_whole, overflow="fold",
@@ -110,7 +112,7 @@ class FlowTable:
                 table.add_row(*cells)
                 continue
             if r["kind"] == "fold":
-                name, op, shape, stats = _fold_row(r, stacked=layout == "medium")
+                name, op, shape, stats = _fold_row(r, stacked=False)
                 current_block = None
             else:
                 block = r["block"]
@@ -120,12 +122,12 @@ class FlowTable:
                 current_block = group
                 name = Text(_local(r["name"], block, self.indent))
                 op, shape = Text(r["op"], style=DIM), _shape_cell(r, self.compute)
-                stats = stats_text(r["stats"], r["dtype"], r["shape"], blocked=r["name"].endswith("masked_scores"),
-                                   stacked=layout == "medium")
+                stats = stats_text(r["stats"], r["dtype"], r["shape"], blocked=r["name"].endswith("masked_scores"))
             if layout == "wide":
                 table.add_row(name, op, shape, stats)
-            elif layout == "medium":
-                table.add_row(name, _stack(shape, op), stats)
+            elif layout == "medium":  # op and stats share the second line when they fit: two lines per step
+                together = op.cell_len + 2 + stats.cell_len <= width - step_width - 3
+                table.add_row(name, _stack(shape, Text.assemble(op, "  ", stats) if together else _stack(op, stats)))
             else:
                 table.add_row(name, _stack(_stack(shape, op), stats))
         yield table

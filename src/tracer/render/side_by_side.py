@@ -15,7 +15,7 @@ GAP = 3
 @dataclass
 class Panel:
     title: Text
-    header: Text  # the column index line
+    header: Text  # the column index line(s): long indices stack their digits
     rows: list[Text | None]  # one per label; None = the elided-rows marker line
 
 
@@ -27,7 +27,8 @@ class SideBySide:
 
     def _widths(self) -> tuple[int, int, int]:
         label_w = max((lab.cell_len for lab in self.labels if lab is not None), default=0)
-        panel_w = max(max(cell_len(p.header.plain), p.title.cell_len, *(r.cell_len for r in p.rows if r is not None))
+        panel_w = max(max(*(cell_len(line) for line in p.header.plain.split("\n")), p.title.cell_len,
+                          *(r.cell_len for r in p.rows if r is not None))
                       for p in self.panels)
         after_w = max((a.cell_len for a in self.after or []), default=0) + GAP if self.after else 0
         return label_w, panel_w, after_w
@@ -39,7 +40,8 @@ class SideBySide:
     def n_lines(self, width: int) -> int:
         """Screen lines this takes at `width`: per line of panels a title, a header and the rows."""
         groups = -(-len(self.panels) // self.per_line(width))
-        return groups * (len(self.labels) + 2)
+        header_lines = max(p.header.plain.count("\n") + 1 for p in self.panels)
+        return groups * (len(self.labels) + 1 + header_lines)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         label_w, panel_w, _ = self._widths()

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from rich import box
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
 from tracer.render.theme import DIM, PARTIAL, SPECIAL, heading, piece_text
+from tracer.render.window import window
 from tracer.report.tokens import SPACE, visible_text
 
-MAX_ROWS = 20  # longer inputs show the first and last tokens
+MAX_ROWS = 20  # up to this many tokens the table shows them all
+WINDOW_ROWS = 9  # longer inputs: the first token and a window around the focus (--position)
+PROMPT_LINES = 2  # a long prompt is shown as its start and its end
 
 
 def _span_text(t: dict) -> Text:
@@ -47,11 +51,43 @@ def _beyond_ascii(t: dict) -> bool:
     return not t["special"] and any(int(b, 16) >= 0x80 for b in t["bytes"].split())
 
 
-def _shown_rows(tokens: list[dict]) -> list[dict | None]:
-    if len(tokens) <= MAX_ROWS:
-        return list(tokens)
-    head = MAX_ROWS // 3
-    return tokens[:head] + [None] + tokens[-(MAX_ROWS - head) :]
+def _shown_rows(tokens: list[dict], focus: int | None) -> list[dict | None]:
+    focus = len(tokens) - 1 if focus is None else focus
+    budget = MAX_ROWS if len(tokens) <= MAX_ROWS else WINDOW_ROWS
+    return [None if i is None else tokens[i] for i in window(len(tokens), focus, budget)]
+
+
+class PromptLine:
+    """`prompt 春天来了，…` on at most PROMPT_LINES lines: a long prompt keeps its start and its end."""
+
+    def __init__(self, prompt: str):
+        self.prompt = prompt
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        label = "prompt "
+        room = max(options.max_width - len(label), 10)
+        text = visible_text(self.prompt)
+        if cell_len(text) <= room * PROMPT_LINES:
+            grid = Table.grid()
+            grid.add_column(style=DIM, no_wrap=True)
+            grid.add_column(overflow="fold")
+            grid.add_row(label, text)
+            yield grid
+            return
+        first = text[: _chars_for_cells(text, room)]
+        last = text[len(text) - _chars_for_cells(text[::-1], room - 2) :]
+        yield Text.assemble((label, DIM), first)
+        yield Text.assemble((" " * len(label), DIM), ("… ", DIM), last)
+
+
+def _chars_for_cells(text: str, cells: int) -> int:
+    """How many leading characters of `text` fit in `cells` terminal cells."""
+    used = 0
+    for i, ch in enumerate(text):
+        used += cell_len(ch)
+        if used > cells:
+            return i
+    return len(text)
 
 
 def _decoder_line(tokens: list[dict]) -> Text:
@@ -72,7 +108,7 @@ def render_tokens(report: dict, number: int = 2) -> Group:
     prompt = report.get("prompt")
     parts: list = [heading(number, title, report["tokens_note"])]
     if prompt is not None:
-        parts.append(Text.assemble(("prompt ", DIM), visible_text(prompt)))
+        parts.append(PromptLine(prompt))
     has_text = any(t["text"] for t in tokens)
     has_bytes = any(_beyond_ascii(t) for t in tokens)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, header_style="bold")
@@ -87,9 +123,12 @@ def render_tokens(report: dict, number: int = 2) -> Group:
     if has_types:
         table.add_column("type", justify="right", no_wrap=True)
     table.add_column("", no_wrap=True)
-    for t in _shown_rows(tokens):
+    shown = _shown_rows(tokens, report.get("position"))
+    for i, t in enumerate(shown):
         if t is None:
-            table.add_row("⋮", "", Text(f"{len(tokens) - MAX_ROWS} more", style=DIM))
+            first = shown[i - 1]["pos"] + 1
+            last = shown[i + 1]["pos"] - 1 if i + 1 < len(shown) else len(tokens) - 1
+            table.add_row("⋮", "", Text(f"{last - first + 1} more ({first}–{last})", style=DIM))
             continue
         cells: list = [str(t["pos"]), str(t["id"]), piece_text(t["token"], t["special"], t["partial"], t["pad"])]
         if has_bytes:

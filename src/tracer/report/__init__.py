@@ -16,6 +16,7 @@ from tracer.report.mask import mask_report, resolve_layer
 from tracer.report.nonfinite import first_nonfinite
 from tracer.report.options import RunOptions, ids_only_vocab
 from tracer.report.pooled import pooled_report
+from tracer.report.target import better_variants, track_target
 from tracer.report.tokens import token_rows, tokens_note
 from tracer.report.values import values_report
 from tracer.steps import matches
@@ -48,6 +49,9 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     report["nonfinite"] = first_nonfinite(trace)
     layer = resolve_layer(options.layer, sspec["n_layers"])
     out_tokens = dec_tokens if dec_tokens is not None else tokens
+    view_tokens = dec_tokens if stack == "decoder" and dec_tokens is not None else tokens
+    focus = _focus(options.position, view_tokens)  # the query row the long-prompt windows centre on
+    report["position"] = focus if view_tokens is tokens else _focus(None, tokens)
     if "steps" in sections:
         records = step_records(trace, spec)
         report["steps"] = [r for r in records if not options.steps or matches(r["name"], options.steps)]
@@ -58,7 +62,7 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
         mask = mask_report(trace, spec, row, layer, stack, "attn")
         cross = mask_report(trace, spec, row, layer, stack, "cross_attn") if stack == "decoder" else None
     if "mask" in sections:
-        report["mask"] = mask
+        report["mask"] = dict(mask, focus=focus)  # long prompts show a window around the focus
         if cross is not None:
             report["cross_mask"] = cross
     if "attention" in sections:
@@ -71,6 +75,8 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
         if row_tokens is not key_tokens:
             report["attention"]["row_labels"] = [t["token"] for t in row_tokens]
             report["attention"]["row_pad_positions"] = [t["pos"] for t in row_tokens if t["pad"]]
+        report["attention"]["focus"] = focus
+        report["attention"]["top"] = options.attn_top
     if "pooled" in sections:
         report["pooled"] = pooled_report(trace, spec, row)
     if "top_k" in sections or "lens" in sections:
@@ -80,6 +86,9 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
         fills = [top_k_report(trace, row, p, options.top_k, vocab, options.target_id, options.target_text,
                               options.target_note, kind, key) for p in positions]
         dist = fills[0]
+        if "target" in dist:
+            dist["target"]["better_variants"] = better_variants(trace, row, positions[0], dist["target"],
+                                                                options.target_variants)
         if "top_k" in sections:
             report["distribution"] = {k: v for k, v in dist.items() if k != "top_k"}
             report["top_k"] = dist["top_k"]
@@ -90,6 +99,8 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
             final_top = dist["top_k"][0]["id"] if dist["top_k"] else None
             report["lens"] = (lens_report(trace, model, row, positions[0], final_top, vocab) if final_top is not None
                               else {"layers": [], "missing": dist.get("missing")})
+            if "target" in dist and report["lens"]["layers"]:
+                track_target(report["lens"], trace, model, row, positions[0], dist["target"])
     if "cost" in sections:
         from tracer.report.cost import measured_cost, spec_from_dict
 
@@ -147,6 +158,16 @@ def output_positions(position: int | None, tokens: list[dict], kind: str) -> lis
                           hint='put [MASK] (or <mask>) where a word is missing, e.g. "The capital of France is [MASK]." '
                                "or choose a position with --position N")
     return masks
+
+
+def _focus(position: int | None, tokens: list[dict]) -> int | None:
+    """--position (or the last real token) in these tokens; None when the default has nothing to point at."""
+    try:
+        return resolve_position(position, tokens)
+    except TracerError:
+        if position is None:
+            return None
+        raise
 
 
 def _row_summary(row_tokens: list[dict], b: int) -> dict:

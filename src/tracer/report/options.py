@@ -23,8 +23,10 @@ class RunOptions:
     target_id: int | None = None  # resolved from --target by the command (it has the tokenizer)
     target_text: str | None = None
     target_note: str | None = None
+    target_variants: tuple[dict, ...] = ()  # other spellings of the target (report.target); ranked when better
     layer: int | None = None  # attention and mask layer; None: the last
     head: int | None = None  # None: all heads, compactly
+    attn_top: int | None = None  # each query's k strongest keys instead of a grid; None: chosen by width
     layers: tuple[int, ...] | None = None  # blocks shown in full in the shape flow; None: block 0
     steps: tuple[str, ...] = ()  # globs: show only these steps
     all_steps: bool = False  # unfold every block

@@ -42,6 +42,10 @@ class Step:
     def kept(self) -> bool:
         return self.array is not None
 
+    def __repr__(self) -> str:
+        kept = "" if self.kept else ", statistics only"
+        return f"Step({self.name!r}, {_shape_text(self.axes, self.shape)} {self.dtype}{kept})"
+
     def describe(self) -> dict:
         """JSON-ready description (no array)."""
         return {
@@ -56,13 +60,46 @@ class Step:
         }
 
 
-@dataclass
+def _shape_text(axes, shape) -> str:
+    return "[" + ", ".join(f"{a}={n}" for a, n in zip(axes, shape)) + "]"
+
+
+def _size_text(n_bytes: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.1f} {unit}"
+    return f"{n_bytes} B"
+
+
+@dataclass(repr=False)
 class Trace:
     steps: list[Step]
     meta: dict = field(default_factory=dict)
 
     def names(self) -> list[str]:
         return [s.name for s in self.steps]
+
+    def __repr__(self) -> str:
+        """A few lines, never the arrays: model, input, steps with their shapes, dtype, size in memory."""
+        meta = self.meta
+        kept = [s for s in self.steps if s.kept]
+        size = sum(s.array.nbytes for s in kept)
+        model = meta.get("model", {})
+        head = f"Trace({len(self.steps)} steps, {len(kept)} kept whole, {_size_text(size)}"
+        if model.get("name"):
+            head += f", model {model['name']!r} ({model.get('family', '?')})"
+        if meta.get("dtype"):
+            head += f", {meta['dtype']}"
+        prompts = meta.get("prompts") or []
+        if prompts and prompts[0] is not None:
+            first = prompts[0] if len(prompts[0]) <= 40 else prompts[0][:39] + "…"
+            head += f", prompt {first!r}" + (f" and {len(prompts) - 1} more" if len(prompts) > 1 else "")
+        lines = [head + ")"]
+        shown = self.steps if len(self.steps) <= 8 else self.steps[:4] + [None] + self.steps[-3:]
+        for s in shown:
+            lines.append("  ..." if s is None else f"  {s.name} {_shape_text(s.axes, s.shape)} {s.dtype}"
+                         + ("" if s.kept else " (statistics only)"))
+        return "\n".join(lines)
 
     def step(self, name: str) -> Step:
         for s in self.steps:

@@ -1,0 +1,107 @@
+"""Did the two runs read the same input? When not, say so first, and compare only what is comparable.
+
+Two traces of different prompts differ at `input.ids` and at every step after
+it, which says nothing about the model. In a causal model, though, a position
+sees only the tokens up to itself, so the positions where both runs read the
+same tokens (the shared prefix, without left padding) are still a fair
+comparison. Everything else is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracer.errors import TracerError
+from tracer.trace import Step, Trace
+from tracer.trace.stats import tensor_stats
+
+POSITION_AXES = ("pos", "q_len", "kv_len")
+
+
+def real_ids(trace: Trace) -> list[list[int]] | None:
+    """Per batch row, the ids at real (non-pad) positions; None when the trace has no input.ids."""
+    if "input.ids" not in trace or trace.step("input.ids").array is None:
+        return None
+    ids = np.asarray(trace["input.ids"])
+    if ids.ndim == 1:
+        ids = ids[None]
+    mask = trace["input.mask"] if "input.mask" in trace and trace.step("input.mask").kept else np.ones_like(ids)
+    mask = np.asarray(mask).reshape(ids.shape)
+    return [[int(i) for i, keep in zip(row, keeps) if keep] for row, keeps in zip(ids, mask)]
+
+
+def left_padded(trace: Trace) -> bool:
+    if "input.mask" not in trace or not trace.step("input.mask").kept:
+        return False
+    mask = np.asarray(trace["input.mask"])
+    return bool(mask.ndim == 2 and (mask[:, 0] == 0).any())
+
+
+def shared_prefix(a: list[list[int]], b: list[list[int]]) -> int:
+    """How many leading positions every row of both runs has in common."""
+    if len(a) != len(b):
+        return 0
+    n = min(min(len(r) for r in a), min(len(r) for r in b))
+    for p in range(n):
+        if any(ra[p] != rb[p] for ra, rb in zip(a, b)):
+            return p
+    return n
+
+
+def describe_input(trace: Trace, ids: list[list[int]]) -> str:
+    """`'春天来' (4 tokens: <s> 春 天 来)`, from the trace's own prompts and token table when it has them."""
+    from tracer.report.tokens import shown_piece
+
+    prompts = trace.meta.get("prompts") or []
+    tokens = trace.meta.get("tokens") or []
+    rows = []
+    for b, row in enumerate(ids):
+        if b < len(tokens):
+            pieces = [shown_piece(t["piece"], t.get("bytes", ""), t.get("special", False)) for t in tokens[b] if not t.get("pad")]
+        else:
+            pieces = [str(i) for i in row]
+        shown = " ".join(pieces[:12]) + (" …" if len(pieces) > 12 else "")
+        text = prompts[b] if b < len(prompts) and prompts[b] is not None else None
+        head = f"{text!r} " if text is not None else ""
+        rows.append(f"{head}({len(row)} tokens: {shown})")
+    return "; ".join(rows)
+
+
+def input_difference(ref: Trace, mine: Trace, ref_label: str, mine_label: str) -> dict | None:
+    """None when both read the same ids (or one side does not say). Else what each read and what is comparable."""
+    a, b = real_ids(ref), real_ids(mine)
+    if a is None or b is None or a == b:
+        return None
+    prefix = shared_prefix(a, b)
+    causal = (ref.meta.get("model", {}).get("spec", {}).get("causal", True)
+              and not any(n.startswith("encoder.") for n in ref.names()))
+    comparable = prefix > 0 and causal and not left_padded(ref) and not left_padded(mine) and _named_axes(ref, mine)
+    out = {"ref": describe_input(ref, a), "mine": describe_input(mine, b), "shared_prefix": prefix,
+           "compared_positions": prefix if comparable else 0}
+    if not comparable:
+        why = ("they differ from the first token" if prefix == 0 else
+               "the model is not causal, so every position depends on the tokens that differ" if not causal else
+               "a side is left-padded, so positions do not line up" if left_padded(ref) or left_padded(mine) else
+               "a side has no named axes to cut the positions along")
+        raise TracerError(
+            f"the inputs differ: {ref_label} ran {out['ref']}, {mine_label} ran {out['mine']}; nothing is comparable: {why}",
+            hint="diff two runs of the same input; with a checkpoint folder on one side, tracer diff reruns it on the "
+                 "other side's input.ids")
+    return out
+
+
+def _named_axes(*traces: Trace) -> bool:
+    return all(t.meta.get("format") != "foreign" for t in traces)
+
+
+def prefix_trace(trace: Trace, n: int) -> Trace:
+    """The trace cut to its first n positions along every position axis; steps kept only as statistics
+    are dropped (their statistics describe every position)."""
+    steps = []
+    for s in trace.steps:
+        if not s.kept:
+            continue
+        index = tuple(slice(0, n) if axis in POSITION_AXES else slice(None) for axis in s.axes)
+        arr = np.ascontiguousarray(s.array[index]) if len(index) == s.array.ndim else s.array
+        steps.append(Step(s.name, s.axes, s.op, s.hf_module, tuple(arr.shape), s.dtype, tensor_stats(arr), arr))
+    return Trace(steps, dict(trace.meta))
