@@ -94,14 +94,17 @@ def encoder_weights(spec: Spec, prefix: str) -> dict[str, Source]:
     return src
 
 
+def mlm_head_weights(dense: str, norm: str, head: str) -> dict[str, Source]:
+    """The MLM transform (dense, LayerNorm) and the decoder's bias; its weight is the tied word embedding."""
+    return {
+        "head.W_dense": transposed(dense + ".weight"),
+        "head.b_dense": Source(dense + ".bias"),
+        "head.ln.w": Source(norm + ".weight"),
+        "head.ln.b": Source(norm + ".bias"),
+        "unembed.b_U": Source(head + "bias", aliases=(head + "decoder.bias",)),
+    }
+
+
 def weight_sources(spec: Spec) -> dict[str, Source]:
-    src = encoder_weights(spec, "bert.")
     t = "cls.predictions."
-    src.update({
-        "head.W_dense": transposed(t + "transform.dense.weight"),
-        "head.b_dense": Source(t + "transform.dense.bias"),
-        "head.ln.w": Source(t + "transform.LayerNorm.weight"),
-        "head.ln.b": Source(t + "transform.LayerNorm.bias"),
-        "unembed.b_U": Source(t + "bias", aliases=(t + "decoder.bias",)),
-    })
-    return src
+    return encoder_weights(spec, "bert.") | mlm_head_weights(t + "transform.dense", t + "transform.LayerNorm", t)

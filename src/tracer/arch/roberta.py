@@ -7,8 +7,8 @@ The LM head is dense, GELU, LayerNorm, decoder tied to the word embeddings, bias
 
 from __future__ import annotations
 
-from tracer.arch.bert import encoder_spec, encoder_weights
-from tracer.arch.canonical import Source, transposed
+from tracer.arch.bert import encoder_spec, encoder_weights, mlm_head_weights
+from tracer.arch.canonical import Source
 from tracer.arch.spec import Spec
 from tracer.checkpoint.config import cfg_int, cfg_size
 from tracer.errors import TracerError
@@ -33,13 +33,4 @@ def spec_from_config(cfg: dict) -> Spec:
 
 
 def weight_sources(spec: Spec) -> dict[str, Source]:
-    src = encoder_weights(spec, "roberta.")
-    h = "lm_head."
-    src.update({
-        "head.W_dense": transposed(h + "dense.weight"),
-        "head.b_dense": Source(h + "dense.bias"),
-        "head.ln.w": Source(h + "layer_norm.weight"),
-        "head.ln.b": Source(h + "layer_norm.bias"),
-        "unembed.b_U": Source(h + "bias", aliases=(h + "decoder.bias",)),
-    })
-    return src
+    return encoder_weights(spec, "roberta.") | mlm_head_weights("lm_head.dense", "lm_head.layer_norm", "lm_head.")
