@@ -19,6 +19,8 @@ app = typer.Typer(
         "tracer run \"Hello\" --model DIR --save t.safetensors\n\n"
         "# a self-contained HTML report of a saved trace\n"
         "tracer report t.safetensors -o t.html\n\n"
+        "# generate 8 tokens with a KV cache, checked against the whole sequence recomputed\n"
+        "tracer generate \"春天来\" -n 8 --check-cache\n\n"
         "# the first step where two runs disagree\n"
         "tracer diff ref.safetensors mine.safetensors\n\n"
         "# what a mask does, read the way torch's MultiheadAttention reads it\n"
@@ -45,9 +47,9 @@ def _root(
 
 
 def _register_commands() -> None:
-    from tracer.cli import capture_cmd, cost_cmd, diff_cmd, mask_cmd, report_cmd, run_cmd, steps_cmd
+    from tracer.cli import capture_cmd, cost_cmd, diff_cmd, generate_cmd, mask_cmd, report_cmd, run_cmd, steps_cmd
 
-    for module in (run_cmd, report_cmd, diff_cmd, mask_cmd, capture_cmd, steps_cmd, cost_cmd):
+    for module in (run_cmd, report_cmd, generate_cmd, diff_cmd, mask_cmd, capture_cmd, steps_cmd, cost_cmd):
         module.register(app)
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.arch.spec import Spec
+from tracer.engine.cache import LayerCache
 from tracer.engine.ops import affine_op, linear, softmax
 from tracer.engine.rope import apply_rotary
 
 _BHPD = ("batch", "heads", "pos", "d_head")
 _BKPD = ("batch", "kv_heads", "pos", "d_head")
 _BHQK = ("batch", "heads", "q_len", "kv_len")
+_BKEP = ("batch", "kv_heads", "enc_pos", "d_head")  # cross-attention keys and values: the encoder's positions
 
 
 def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
@@ -55,21 +57,25 @@ def attention(
     part: str = "attn",  # "attn" (self-attention) or "cross_attn"
     memory: np.ndarray | None = None,  # [batch, enc_pos, d_model]: cross-attention reads keys and values here
     position_bias: np.ndarray | None = None,  # [1, heads, q, kv] relative bias (T5), already in the scores
+    cache: LayerCache | None = None,  # decoding: keys and values of earlier positions (see engine.cache)
 ) -> np.ndarray:
     a = p + part + "."
     source = x if memory is None else memory
     src = "x" if memory is None else "encoder_out"
-    kv_axes = _BKPD if memory is None else ("batch", "kv_heads", "enc_pos", "d_head")
+    kv_axes = _BKPD if memory is None else _BKEP
     q = rec(a + "q", split_heads(linear(x, W[a + "W_q"], W.get(a + "b_q")), spec.n_heads), _BHPD,
             affine_op("x", "q", W, a) + ", split into heads")
-    k = rec(a + "k", split_heads(linear(source, W[a + "W_k"], W.get(a + "b_k")), spec.n_kv_heads), kv_axes,
-            affine_op(src, "k", W, a) + ", split into kv heads")
-    v = rec(a + "v", split_heads(linear(source, W[a + "W_v"], W.get(a + "b_v")), spec.n_kv_heads), kv_axes,
-            affine_op(src, "v", W, a) + ", split into kv heads")
-    if rope is not None:
-        cos, sin = rope
-        q = rec(a + "q_rot", apply_rotary(q, cos, sin), _BHPD, f"rotate first {cos.shape[-1]} dims by position")
-        k = rec(a + "k_rot", apply_rotary(k, cos, sin), _BKPD, f"rotate first {cos.shape[-1]} dims by position")
+    if cache is not None:
+        q, k, v = _cached_keys_values(q, source, W, a, src, spec, rope, rec, cache, cross=memory is not None)
+    else:
+        k = rec(a + "k", split_heads(linear(source, W[a + "W_k"], W.get(a + "b_k")), spec.n_kv_heads), kv_axes,
+                affine_op(src, "k", W, a) + ", split into kv heads")
+        v = rec(a + "v", split_heads(linear(source, W[a + "W_v"], W.get(a + "b_v")), spec.n_kv_heads), kv_axes,
+                affine_op(src, "v", W, a) + ", split into kv heads")
+        if rope is not None:
+            cos, sin = rope
+            q = rec(a + "q_rot", apply_rotary(q, cos, sin), _BHPD, f"rotate first {cos.shape[-1]} dims by position")
+            k = rec(a + "k_rot", apply_rotary(k, cos, sin), _BKPD, f"rotate first {cos.shape[-1]} dims by position")
     group = spec.group_size
     share = f", each kv head shared by {group} query heads" if group > 1 else ""
     scores = grouped_scores(q, k, spec.scale)
@@ -86,6 +92,32 @@ def attention(
     weights = rec(a + "weights", softmax(masked), _BHQK, "softmax over keys (fully masked rows -> 0)")
     z = rec(a + "z", grouped_mix(weights, v), ("batch", "heads", "q_len", "d_head"), f"weights @ v{share}")
     return linear(merge_heads(z), W[a + "W_o"], W.get(a + "b_o"))  # [batch, pos, d_model]
+
+
+def _cached_keys_values(q, source, W, a, src, spec, rope, rec, cache: LayerCache, cross: bool):
+    """With a cache: self-attention appends the new positions' keys (rotated) and values and returns all of them;
+    cross-attention projects the encoder output once and then reuses it. Recorded `k`/`k_rot`/`v` are the whole cache."""
+    if cross and cache.cross_k is not None:
+        k = rec(a + "k", cache.cross_k, _BKEP, f"cached: {affine_op(src, 'k', W, a)}, computed at the first step")
+        v = rec(a + "v", cache.cross_v, _BKEP, f"cached: {affine_op(src, 'v', W, a)}, computed at the first step")
+        return q, k, v
+    k = split_heads(linear(source, W[a + "W_k"], W.get(a + "b_k")), spec.n_kv_heads)  # [batch, kv_heads, q, d_head]
+    v = split_heads(linear(source, W[a + "W_v"], W.get(a + "b_v")), spec.n_kv_heads)
+    if cross:
+        cache.cross_k, cache.cross_v = k, v
+        k = rec(a + "k", k, _BKEP, affine_op(src, "k", W, a) + ", split into kv heads, cached for every step")
+        return q, k, rec(a + "v", v, _BKEP, affine_op(src, "v", W, a) + ", split into kv heads, cached for every step")
+    appended = ", appended to the cache (all cached positions)"
+    if rope is not None:
+        cos, sin = rope
+        rec(a + "k", k, _BKPD, affine_op(src, "k", W, a) + ", split into kv heads (the new positions, before rotary)")
+        q = rec(a + "q_rot", apply_rotary(q, cos, sin), _BHPD, f"rotate first {cos.shape[-1]} dims by position")
+        k_all, v_all = cache.extend(apply_rotary(k, cos, sin), v)
+        k_all = rec(a + "k_rot", k_all, _BKPD, f"rotate first {cos.shape[-1]} dims by position" + appended)
+    else:
+        k_all, v_all = cache.extend(k, v)
+        k_all = rec(a + "k", k_all, _BKPD, affine_op(src, "k", W, a) + ", split into kv heads" + appended)
+    return q, k_all, rec(a + "v", v_all, _BKPD, affine_op(src, "v", W, a) + ", split into kv heads" + appended)
 
 
 def _scale_text(spec: Spec) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.attention import attention
+from tracer.engine.cache import LayerCache
 from tracer.engine.mlp import mlp
 from tracer.engine.norms import norm, norm_op
 from tracer.engine.ops import affine_op
@@ -31,13 +32,13 @@ class BlockMasks:
     memory: np.ndarray | None = None  # [batch, enc_pos, d_model]: the encoder output cross-attention reads
 
 
-def _self_attention(h: np.ndarray, W: dict, p: str, spec: Spec, m: BlockMasks, rope, rec) -> np.ndarray:
-    a = attention(h, W, p, spec, m.keep, m.bias, rope, rec, position_bias=m.position_bias)
+def _self_attention(h: np.ndarray, W: dict, p: str, spec: Spec, m: BlockMasks, rope, rec, cache=None) -> np.ndarray:
+    a = attention(h, W, p, spec, m.keep, m.bias, rope, rec, position_bias=m.position_bias, cache=cache)
     return rec(p + "attn.out", a, _BTD, "heads merged, " + affine_op("z", "o", W, p + "attn."))
 
 
-def _cross_attention(h: np.ndarray, W: dict, p: str, spec: Spec, m: BlockMasks, rec) -> np.ndarray:
-    c = attention(h, W, p, spec, m.cross_keep, None, None, rec, part="cross_attn", memory=m.memory)
+def _cross_attention(h: np.ndarray, W: dict, p: str, spec: Spec, m: BlockMasks, rec, cache=None) -> np.ndarray:
+    c = attention(h, W, p, spec, m.cross_keep, None, None, rec, part="cross_attn", memory=m.memory, cache=cache)
     return rec(p + "cross_attn.out", c, _BTD, "heads merged, " + affine_op("z", "o", W, p + "cross_attn."))
 
 
@@ -45,13 +46,15 @@ def _mlp(h: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
     return rec(p + "mlp.out", mlp(h, W, p, spec, rec), _BTD, affine_op("post", "out", W, p + "mlp."))
 
 
-def block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec) -> np.ndarray:
-    """[batch, pos, d_model] -> [batch, pos, d_model]; p is the block's name prefix, e.g. "decoder.blocks.0."."""
+def block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec, cache: LayerCache | None = None) -> np.ndarray:
+    """[batch, pos, d_model] -> [batch, pos, d_model]; p is the block's name prefix, e.g. "decoder.blocks.0.".
+
+    With a cache, x holds only the new positions; keys and values of earlier ones come from the cache."""
     if spec.norm_placement == "post":
-        return _post_norm_block(x, p, W, spec, m, rope, rec)
+        return _post_norm_block(x, p, W, spec, m, rope, rec, cache)
     nop = norm_op(spec)
     h1 = rec(p + "ln1.out", norm(x, W, p + "ln1", spec), _BTD, nop)
-    a = _self_attention(h1, W, p, spec, m, rope, rec)
+    a = _self_attention(h1, W, p, spec, m, rope, rec, cache)
     if spec.residual == "parallel":
         h2 = rec(p + "ln2.out", norm(x, W, p + "ln2", spec), _BTD, nop + " (of the block input: parallel)")
         mo = _mlp(h2, W, p, spec, rec)
@@ -60,7 +63,7 @@ def block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec) 
     before_mlp = "resid_mid"
     if m.memory is not None:
         hc = rec(p + "ln_cross.out", norm(x, W, p + "ln_cross", spec), _BTD, nop)
-        c = _cross_attention(hc, W, p, spec, m, rec)
+        c = _cross_attention(hc, W, p, spec, m, rec, cache)
         x = rec(p + "resid_cross", x + c, _BTD, "resid_mid + cross_attn.out")
         before_mlp = "resid_cross"
     h2 = rec(p + "ln2.out", norm(x, W, p + "ln2", spec), _BTD, nop)
@@ -68,14 +71,14 @@ def block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec) 
     return rec(p + "resid_post", x + mo, _BTD, f"{before_mlp} + mlp.out")
 
 
-def _post_norm_block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec) -> np.ndarray:
+def _post_norm_block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec, cache=None) -> np.ndarray:
     """BERT, BART, OPT-350m: each sublayer adds to the stream, then the sum is normed."""
     nop = norm_op(spec)
-    a = _self_attention(x, W, p, spec, m, rope, rec)
+    a = _self_attention(x, W, p, spec, m, rope, rec, cache)
     mid = rec(p + "resid_mid", x + a, _BTD, "x + attn.out (before the post-norm)")
     h = rec(p + "ln1.out", norm(mid, W, p + "ln1", spec), _BTD, nop)
     if m.memory is not None:
-        c = _cross_attention(h, W, p, spec, m, rec)
+        c = _cross_attention(h, W, p, spec, m, rec, cache)
         cross = rec(p + "resid_cross", h + c, _BTD, "ln1.out + cross_attn.out (before the post-norm)")
         h = rec(p + "ln_cross.out", norm(cross, W, p + "ln_cross", spec), _BTD, nop)
     mo = _mlp(h, W, p, spec, rec)

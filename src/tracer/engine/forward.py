@@ -13,6 +13,7 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.block import BlockMasks, block
+from tracer.engine.cache import KVCache
 from tracer.engine.embed import embed
 from tracer.engine.heads import mlm_transform, pool, pool_op, unembed, unembed_op
 from tracer.engine.norms import norm, norm_op
@@ -65,8 +66,10 @@ def record_inputs(inputs: ForwardInputs, spec: Spec, rec, prefix: str = "input."
 
 def run_stack(inputs: ForwardInputs, W: dict, spec: Spec, rec, prefix: str, masks: dict[int | None, MaskParts],
               override: MaskOverride | None = None, memory: np.ndarray | None = None,
-              memory_mask: np.ndarray | None = None) -> np.ndarray:
-    """Embed and run every block of one stack -> [batch, pos, d_model] (after its final norm, if any)."""
+              memory_mask: np.ndarray | None = None, cache: KVCache | None = None) -> np.ndarray:
+    """Embed and run every block of one stack -> [batch, pos, d_model] (after its final norm, if any).
+
+    With a cache, `inputs` are only the new positions: `cache.past` earlier ones sit in the cache (see engine.decode)."""
     dtype = W["embed.W_E"].dtype
     q_len = inputs.ids.shape[1]
     rope = None
@@ -74,13 +77,14 @@ def run_stack(inputs: ForwardInputs, W: dict, spec: Spec, rec, prefix: str, mask
         rope = cos_sin(inputs.positions, inverse_frequencies(spec.rope, dtype), dtype)
     rel = None
     if spec.relative_bias is not None:  # computed once by the block that owns the table, shared by all
-        rel = position_bias(W[prefix + "rel_bias.W"], spec.relative_bias, not spec.causal, q_len, q_len)
+        past = cache.past if cache is not None else 0  # the new query rows sit after the cached ones
+        rel = position_bias(W[prefix + "rel_bias.W"], spec.relative_bias, not spec.causal, q_len, past + q_len, past)
     cross_keep = padding_keep(memory_mask) if memory is not None else None  # [batch, 1, 1, enc_len]
     x = embed(inputs.ids, inputs.positions, inputs.token_types, W, spec, rec, prefix)
     for i in range(spec.n_layers):
         keep, bias = (override.keep, override.bias) if override is not None else (masks[spec.window(i)].keep, None)
         m = BlockMasks(keep, bias, rel, cross_keep, memory)
-        x = block(x, f"{prefix}blocks.{i}.", W, spec, m, rope, rec)
+        x = block(x, f"{prefix}blocks.{i}.", W, spec, m, rope, rec, cache.layers[i] if cache is not None else None)
     if spec.final_norm:
         x = rec(prefix + "final_norm.out", norm(x, W, prefix + "final_norm", spec), _BTD, norm_op(spec))
     return x

@@ -1,0 +1,107 @@
+"""`tracer generate`: decode new tokens one at a time with a KV cache, and show the cache at work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from tracer.cli.common import handle_errors, make_console, parse_int_list
+from tracer.errors import TracerError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("generate", help=GENERATE_HELP, no_args_is_help=False)(generate)
+
+
+GENERATE_HELP = """Generate new tokens one at a time, reusing every earlier key and value from a KV cache.
+
+Sections: prefill (the prompt in one pass, folded), decoding (one row per new token), KV cache (one layer's
+cache growing, what the mask blocks, bytes), text.
+
+Examples:
+
+  tracer generate "春天来" --max-new-tokens 8                 # the shipped model continues its corpus
+
+  tracer generate "春天来" --check-cache                      # cached logits = the whole sequence recomputed
+
+  tracer generate "春天来" "夏天" --max-new-tokens 12          # a left-padded batch, each row stops on its own
+
+  tracer generate "春" --temperature 0.8 --top-p 0.9 --seed 1  # sampling, reproducible
+
+  tracer generate --model DIR --ids 5,17,42 --ignore-eos --save gen.safetensors --json
+"""
+
+
+@handle_errors
+def generate(
+    prompts: Optional[List[str]] = typer.Argument(None, help="Prompt text; several prompts form a left-padded batch."),
+    model: Optional[Path] = typer.Option(None, "--model", "-m", help="Checkpoint folder (a decoder or encoder-decoder model). Default: the shipped model."),
+    ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact prompt token ids, comma separated; repeat for a batch."),
+    max_new_tokens: int = typer.Option(8, "--max-new-tokens", "-n", help="How many tokens to generate at most (per row)."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", help="Sample at this temperature (0 = greedy, the default)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="Sample from the k most likely tokens only."),
+    top_p: Optional[float] = typer.Option(None, "--top-p", help="Sample from the smallest set of tokens whose probability reaches p, in (0, 1]."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the sampler (NumPy's Generator): the same seed gives the same tokens."),
+    ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Do not stop at the model's end-of-sequence tokens."),
+    stop: Optional[List[str]] = typer.Option(None, "--stop", help="Stop a row once its new text contains this (repeatable)."),
+    check_cache: bool = typer.Option(False, "--check-cache", help="At every step also recompute the whole sequence without a cache and show the largest logit difference."),
+    layer: Optional[int] = typer.Option(None, "--layer", help="Layer the cache panel shows (default: the first with a sliding window, else 0)."),
+    batch_row: Optional[int] = typer.Option(None, "--batch-row", help="Only this row in the cache panel (default: every row)."),
+    dtype: str = typer.Option("float32", "--dtype", help="Compute dtype: float32 or float64."),
+    no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS (the tokenizer's post-processor)."),
+    save: Optional[Path] = typer.Option(None, "--save", "-o", help="Write a trace: the prefill under the usual names, step t under decode.{t}."),
+    keep: Optional[List[str]] = typer.Option(None, "--keep", help="With --save: glob of steps kept whole (repeatable; applies to every step t too). Default: all under 2 GiB."),
+    as_json: bool = typer.Option(False, "--json", help="Print rows, new ids, text, stop reason and steps as JSON."),
+):
+    from tracer.api import load_model
+    from tracer.default_model import default_model_path
+    from tracer.generate import GenerateOptions, generate as run_generation
+    from tracer.sampling import sampling_from_flags
+
+    if prompts and ids:
+        raise TracerError("give prompt text or --ids, not both")
+    id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
+    if not prompts and not id_rows:
+        raise TracerError("nothing to generate from: give a prompt or --ids", hint='tracer generate "春天来"')
+    if max_new_tokens < 1:
+        raise TracerError(f"--max-new-tokens must be at least 1, not {max_new_tokens}")
+    sampling = sampling_from_flags(temperature, top_k, top_p, seed)
+    if keep and save is None:
+        raise TracerError("--keep chooses what --save writes; give --save FILE too")
+    if stop is not None and any(not s for s in stop):
+        raise TracerError("--stop is empty")
+    m = load_model(model if model is not None else default_model_path(), dtype=dtype)
+    if batch_row is not None and not 0 <= batch_row < len(prompts or id_rows):
+        raise TracerError(f"--batch-row {batch_row} is out of range: the batch has {len(prompts or id_rows)} row(s)")
+    options = GenerateOptions(max_new_tokens, sampling, ignore_eos, tuple(stop or ()), check_cache,
+                              record=save is not None, keep=tuple(keep) if keep else None, panel_layer=layer,
+                              special_tokens=not no_special_tokens)
+    gen = run_generation(m, prompts or None, id_rows, options)
+    if save is not None:
+        gen.trace.save(save)
+    if as_json:
+        print(json.dumps(gen.to_json(), ensure_ascii=False, indent=1, allow_nan=False))
+        return
+    show(m, gen, dtype, batch_row, save)
+
+
+def show(m, gen, dtype: str, batch_row: int | None, save: Path | None) -> None:
+    from tracer.render.generate_view import render_cache, render_prefill, render_steps, render_text
+
+    console = make_console()
+    spec = m.spec
+    line = (f"{m.folder.name}: {m.family}, {spec.route_text}, {spec.n_layers} layers, {spec.n_heads} heads "
+            f"({spec.n_kv_heads} kv), d_head {spec.d_head}, {dtype}")
+    for n, view in enumerate((lambda k: render_prefill(gen, line, k), lambda k: render_steps(gen, k),
+                              lambda k: render_cache(gen, k, batch_row), lambda k: render_text(gen, dtype, k)), start=1):
+        if n > 1:
+            console.print()
+        console.print(view(n))
+    if gen.trace is not None and gen.trace.meta["reduced_to_stats"]:
+        console.print(f"[dim]note: a long generation: {', '.join(gen.trace.meta['reduced_to_stats'])} kept as statistics "
+                      "only to stay under 2 GiB (--keep '*' keeps everything)[/]")
+    if save is not None:
+        console.print(f"[dim]trace written to {save}[/]")

@@ -1,0 +1,157 @@
+"""`tracer generate` for people: the prefill folded, one row per new token, the cache growing, the text."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from tracer.render.theme import DIM, OK, SPECIAL, WARN, bare_shape, calm, heading, num, prob, short
+
+STRIP_MAX = 40  # cache slots drawn one character each; longer caches are summarised
+KEEP, PAD, OUTSIDE = "■", "·", "×"
+
+
+def render_prefill(gen, model_line: str, number: int = 1) -> Group:
+    """The prompt in one pass, folded to a few lines."""
+    p = gen.prefill
+    b, n = p["shape"]
+    panel = gen.steps[0].panel
+    lines = [Text(model_line, style=DIM), Text(gen.sampling.describe() + _eos_text(gen), style=DIM)]
+    for r, row in enumerate(p["tokens"]):
+        t = Text(f"  row {r}: ")
+        for tok in row:
+            piece = "<pad>" if tok.get("pad") else (tok.get("text") or tok["piece"]) if not tok.get("special") else tok["piece"]
+            t.append(piece + " ", style=DIM if tok.get("pad") else SPECIAL if tok.get("special") else "")
+        lines.append(t)
+    if p["encoder_shape"] is not None:
+        eb, en = p["encoder_shape"]
+        lines.append(Text(f"  encoder: ids [{eb},{en}] ran once -> encoder_out [{eb},{en},d_model]; every decoder block's "
+                          f"cross-attention K and V computed once: {bare_shape(panel['cross_shape'])}"))
+    where = "decoder start" if p["encoder_shape"] is not None else "prompt"
+    lines.append(Text(f"  {where} ids [{b},{n}] -> every block in one pass, causal mask -> logits [{b},{n},vocab]; "
+                      f"K and V cache filled with {n} positions per layer {bare_shape(panel['k_shape'])}"
+                      f"   {gen.steps[0].seconds * 1e3:.1f} ms"))
+    if p["steps_recorded"] is not None:
+        lines.append(calm(f"{p['steps_recorded']} steps recorded (prefill under the usual names, step t under decode.{{t}}.)"))
+    cap = "the whole prompt at once, as tracer run shows it (tracer run PROMPT unfolds it); its last position picks token 0"
+    return Group(heading(number, "prefill", cap), *lines)
+
+
+def _eos_text(gen) -> str:
+    return f"; stops at EOS {gen.eos_ids}" if gen.eos_ids else "; EOS ignored"
+
+
+def render_steps(gen, number: int = 2) -> Group:
+    """One row per new token (per batch row)."""
+    check = gen.recompute_max_abs() is not None
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    for col, just in (("t", "right"), ("row", "right"), ("pos", "right"), ("fed in", "left"), ("cache", "left"),
+                      ("chosen", "left"), ("p", "right"), ("runner-up", "left"), ("p₂", "right")):
+        table.add_column(col, justify=just, no_wrap=col in ("cache", "p", "p₂"))
+    if check:
+        table.add_column("max|Δ|", justify="right")
+    table.add_column("ms", justify="right")
+    multi = len(gen.rows) > 1
+    for st in gen.steps:
+        first = True
+        for r, rs in enumerate(st.rows):
+            if rs is None:
+                continue
+            fed = "prompt" if rs.fed_id is None else _tok(gen, rs.fed_id)
+            cells = [str(st.t) if first else "", str(r) if multi else "", str(rs.position), fed,
+                     f"{st.cache_before} → {st.cache_after}" if first else "", _tok(gen, rs.token_id), prob(rs.prob),
+                     _tok(gen, rs.runner_id), prob(rs.runner_prob)]
+            if check:
+                cells.append(num(rs.recompute_max_abs, 2))
+            cells.append(f"{st.seconds * 1e3:.1f}" if first else "")
+            table.add_row(*cells)
+            first = False
+    cap = "step 0 is the prefill; step t feeds token t-1 and reads every earlier key and value from the cache"
+    return Group(heading(number, "decoding, one token per step", cap), table)
+
+
+def _tok(gen, tid: int) -> str:
+    text = gen.texts.get(tid, f"<{tid}>")
+    shown = text.replace("\n", "\\n") if text.strip() else repr(text)
+    return short(f"{shown} ({tid})", 24)
+
+
+def render_cache(gen, number: int = 3, batch_row: int | None = None) -> Group:
+    """One layer's cache after each step: K and V growing, the one query row, the slots the mask blocks, bytes."""
+    first = gen.steps[0].panel
+    window = first["window"]
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    for col in ("t", "K cache", "V cache", "query row (scores)", "slots the new query sees", "bytes"):
+        table.add_column(col, no_wrap=col != "slots the new query sees", justify="right" if col in ("t", "bytes") else "left")
+    rows = range(len(gen.rows)) if batch_row is None else [batch_row]
+    for st in gen.steps:
+        p = st.panel
+        strips = Text()
+        for k, r in enumerate(rows):
+            if k:
+                strips.append("\n")
+            if len(rows) > 1:
+                strips.append(f"{r}: ", style=DIM)
+            strips.append_text(_strip(p["blocked"][r], p["k_shape"][2]))
+        table.add_row(str(st.t), bare_shape(p["k_shape"]), bare_shape(p["v_shape"]), bare_shape(p["scores_shape"]),
+                      strips, _bytes(p["bytes_total"]))
+    last = gen.steps[-1].panel
+    legend = Text(f"  {KEEP} attended   {PAD} padding (left)", style=DIM)
+    if window is not None:
+        legend.append(f"   {OUTSIDE} older than the sliding window of {window}", style=DIM)
+    notes = [legend, Text(f"  the cache holds {_bytes(last['bytes_per_token'])} per position (K and V, every layer, "
+                          f"every row); {_bytes(last['bytes_total'])} in total after step {gen.steps[-1].t}", style=DIM)]
+    if last["cross_shape"] is not None:
+        notes.append(Text(f"  cross-attention K and V {bare_shape(last['cross_shape'])} per layer, computed once from "
+                          "the encoder output (included in the total)", style=DIM))
+    cap = (f"layer {first['layer']}: K and V are [batch, kv_heads, past + 1, d_head]; "
+           "the new token's query row is [batch, heads, 1, past + 1]")
+    return Group(heading(number, "KV cache", cap), table, *notes)
+
+
+def _strip(blocked: dict, kv_len: int) -> Text:
+    pad, outside = set(blocked["pad"]), set(blocked["window"])
+    if kv_len > STRIP_MAX:
+        seen = kv_len - len(pad) - len(outside)
+        t = Text(f"{seen} of {kv_len}")
+        if pad:
+            t.append(f"; {len(pad)} padding", style=DIM)
+        if outside:
+            t.append(f"; {len(outside)} outside the window", style=DIM)
+        return t
+    t = Text()
+    for j in range(kv_len):
+        t.append(PAD if j in pad else OUTSIDE if j in outside else KEEP, style=DIM if j in pad or j in outside else "")
+    return t
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def render_text(gen, dtype: str, number: int = 4) -> Group:
+    lines = []
+    for r, row in enumerate(gen.rows):
+        t = Text(f"  row {r}: " if len(gen.rows) > 1 else "  ")
+        t.append(gen.prompts[r] if gen.prompts[r] else f"ids {row.prompt_ids}", style=DIM)
+        t.append(row.text if row.text else " ".join(f"<{i}>" for i in row.new_ids), style="bold")
+        t.append(f"   [{len(row.new_ids)} new, stop: {row.stop}]", style=DIM)
+        lines.append(t)
+    worst = gen.recompute_max_abs()
+    if worst is not None:
+        bound = gen.check_bound(dtype)
+        ok = worst <= bound
+        lines.append(Text.assemble(
+            ("  cached vs recomputed without a cache: ", ""),
+            (f"max |Δ logit| = {num(worst, 2)}", "bold"),
+            (f" over {len(gen.steps)} steps; bound {num(bound, 2)} ({dtype}: {_tol(dtype)} × max(1, |logit|)) ", DIM),
+            ("✓ the same computation" if ok else "✗ beyond the bound", OK if ok else WARN)))
+    return Group(heading(number, "text", "the prompt (dim) and what was generated"), *lines)
+
+
+def _tol(dtype: str) -> str:
+    return "1e-5" if dtype == "float32" else "1e-10"
