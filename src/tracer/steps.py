@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 ROUTES = ("decoder", "encoder", "encoder-decoder")
 STACKS = ("encoder.", "decoder.")  # encoder-decoder models prefix embed.*, blocks.* and final_norm.* with these
+DECODE = "decode."  # tracer generate: decoding step t records the usual names under decode.{t}.
+_DECODE_RE = re.compile(r"^decode\.(\d+)\.")
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,16 @@ def _template_regex(template: str) -> re.Pattern:
 _REGEXES = tuple((_template_regex(d.template), d) for d in CATALOGUE)
 
 
+def decode_step(name: str) -> tuple[int | None, str]:
+    """(t, the usual name) of a generation step `decode.{t}.NAME`; (None, name) for any other name."""
+    m = _DECODE_RE.match(name)
+    return (int(m.group(1)), name[m.end():]) if m else (None, name)
+
+
 def describe(name: str) -> StepDoc | None:
-    """The catalogue row a concrete step name belongs to (stack prefixes `encoder.`/`decoder.` allowed), or None."""
+    """The catalogue row a concrete step name belongs to, or None. Allowed prefixes: a decoding step's
+    `decode.{t}.` (tracer generate), then a stack's `encoder.`/`decoder.` (encoder-decoder models)."""
+    _, name = decode_step(name)
     stack = next((s for s in STACKS if name.startswith(s)), None)
     bare = name[len(stack):] if stack else name
     for regex, doc in _REGEXES:
@@ -109,6 +119,7 @@ def describe(name: str) -> StepDoc | None:
 
 def stack_of(name: str) -> str:
     """"encoder", "decoder" or "" (a single-stack model, or a step outside the stacks)."""
+    _, name = decode_step(name)
     return next((s[:-1] for s in STACKS if name.startswith(s)), "")
 
 
@@ -128,7 +139,7 @@ def route_templates(route: str) -> list[tuple[str, StepDoc]]:
 
 def block_of(name: str) -> int | None:
     """Block index of a step name (`blocks.3.attn.q` -> 3), None outside blocks."""
-    m = re.match(r"^(?:\w+\.)?blocks\.(\d+)\.", name)
+    m = re.match(r"^(?:decode\.\d+\.)?(?:\w+\.)?blocks\.(\d+)\.", name)
     return int(m.group(1)) if m else None
 
 

@@ -66,6 +66,7 @@ def diff(
 ):
     from tracer.diff import diff_traces, report_json
     from tracer.diff.inputs import input_difference, prefix_trace
+    from tracer.diff.generation import generation_summary
     from tracer.render.diff_view import render_diff
 
     if atol < 0 or rtol < 0:
@@ -92,6 +93,9 @@ def diff(
         raise nothing_compared(sides.ref, sides.mine, names)
     if sides.models is not None:
         add_folder_extras(report, sides, a, b)
+    generation = generation_summary(report, sides.ref.meta, sides.mine.meta)
+    if generation is not None:
+        report.extras["generation"] = generation
     if export_html is not None:
         from tracer.cli.run_cmd import confirm_stderr, write_text
         from tracer.html import diff_page

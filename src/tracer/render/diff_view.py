@@ -33,6 +33,9 @@ def render_diff(console: Console, report: DiffReport, show_all: bool = False) ->
     if first is not None:
         console.print()
         console.print(first_divergence(report, first))
+    if "generation" in report.extras:
+        console.print()
+        console.print(generation_summary_view(report.extras["generation"]))
     if "names" in report.extras:
         console.print()
         console.print(name_map_summary(report.extras["names"]))
@@ -58,6 +61,23 @@ def render_diff(console: Console, report: DiffReport, show_all: bool = False) ->
 
 
 # ---------- verdict and first divergence ----------
+
+
+def generation_summary_view(g: dict) -> Group:
+    """Two generation traces: the first decoding step that diverges, and the first step choosing another token."""
+    lines = [Text("Generation", style="bold")]
+    if g["first_step"] is None:
+        lines.append(Text("  every compared step of every decoding step is within tolerance"))
+    else:
+        t = g["first_decode_step"]
+        where = "step 0 (the prefill)" if t == 0 else f"decoding step {t}"
+        lines.append(Text.assemble("  first diverging step: ", (where, "bold red"), f", at {g['first_step']}"))
+    tok = g.get("first_token_step")
+    if tok is not None:
+        lines.append(Text(f"  tokens part at step {tok['t']} (row {tok['row']}): ref {tok['ref']}, mine {tok['mine']}"))
+    elif g["steps"][0] is not None and g["steps"][1] is not None:
+        lines.append(Text(f"  the same tokens on every row ({g['steps'][0]} and {g['steps'][1]} steps)", style="dim"))
+    return Group(*lines)
 
 
 def verdict(report: DiffReport) -> Text:
