@@ -29,7 +29,10 @@ def decode_step_sizes(spec: Spec, batch: int, kv_len: int, enc_len: int, itemsiz
             continue  # the encoder runs once, in the prefill
         stack = spec
         count = stack.n_layers if "{i}" in template else 1
-        sizes_axis = dict(axis, pos=kv_len) if template.endswith(_CACHE_STEPS) and "cross" not in template else axis
+        whole_cache = template.endswith(_CACHE_STEPS) and "cross" not in template
+        if template.endswith("attn.k") and spec.positions == "rotary":
+            whole_cache = False  # rotary: attn.k is the new position before rotation; attn.k_rot is the cache
+        sizes_axis = dict(axis, pos=kv_len) if whole_cache else axis
         size = count * itemsize * math.prod(sizes_axis[a] for a in doc.axes)
         if template.endswith("attn.mask"):
             size //= itemsize * spec.n_heads

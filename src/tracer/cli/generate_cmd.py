@@ -95,7 +95,7 @@ def show(m, gen, dtype: str, batch_row: int | None, save: Path | None) -> None:
     spec = m.spec
     line = (f"{m.folder.name}: {m.family}, {spec.route_text}, {spec.n_layers} layers, {spec.n_heads} heads "
             f"({spec.n_kv_heads} kv), d_head {spec.d_head}, {dtype}")
-    for n, view in enumerate((lambda k: render_prefill(gen, line, k), lambda k: render_steps(gen, k),
+    for n, view in enumerate((lambda k: render_prefill(gen, line, k), lambda k: render_steps(gen, k, console.width),
                               lambda k: render_cache(gen, k, batch_row), lambda k: render_text(gen, dtype, k)), start=1):
         if n > 1:
             console.print()

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from tracer.render.theme import DIM, OK, SPECIAL, WARN, bare_shape, calm, heading, num, prob, short
 
-STRIP_MAX = 40  # cache slots drawn one character each; longer caches are summarised
+STRIP_MAX = 32  # cache slots drawn one character each; longer caches are summarised
 KEEP, PAD, OUTSIDE = "■", "·", "×"
 
 
@@ -35,55 +35,61 @@ def render_prefill(gen, model_line: str, number: int = 1) -> Group:
     if p["steps_recorded"] is not None:
         lines.append(calm(f"{p['steps_recorded']} steps recorded (prefill under the usual names, step t under decode.{{t}}.)"))
     cap = "the whole prompt at once, as tracer run shows it (tracer run PROMPT unfolds it); its last position picks token 0"
-    return Group(heading(number, "prefill", cap), *lines)
+    return Group(heading(number, "Prefill", cap), *lines)
 
 
 def _eos_text(gen) -> str:
     return f"; stops at EOS {gen.eos_ids}" if gen.eos_ids else "; EOS ignored"
 
 
-def render_steps(gen, number: int = 2) -> Group:
-    """One row per new token (per batch row)."""
+def render_steps(gen, number: int = 2, width: int = 120) -> Group:
+    """One row per new token (per batch row); token ids only when the terminal is wide enough."""
     check = gen.recompute_max_abs() is not None
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
-    for col, just in (("t", "right"), ("row", "right"), ("pos", "right"), ("fed in", "left"), ("cache", "left"),
-                      ("chosen", "left"), ("p", "right"), ("runner-up", "left"), ("p₂", "right")):
-        table.add_column(col, justify=just, no_wrap=col in ("cache", "p", "p₂"))
+    ids = width >= 100
+    multi = len(gen.rows) > 1
+    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
+    for col, just in (("t", "right"), ("row", "right"), ("pos", "right"), ("fed", "left"), ("cache", "left"),
+                      ("chosen", "left"), ("p", "right"), ("2nd" if width < 100 else "runner-up", "left"), ("p₂", "right")):
+        if col == "row" and not multi:
+            continue
+        table.add_column(col, justify=just, no_wrap=True)
     if check:
         table.add_column("max|Δ|", justify="right")
-    table.add_column("ms", justify="right")
-    multi = len(gen.rows) > 1
+    timed = width >= 80
+    if timed:
+        table.add_column("ms", justify="right")
     for st in gen.steps:
         first = True
         for r, rs in enumerate(st.rows):
             if rs is None:
                 continue
-            fed = "prompt" if rs.fed_id is None else _tok(gen, rs.fed_id)
-            cells = [str(st.t) if first else "", str(r) if multi else "", str(rs.position), fed,
-                     f"{st.cache_before} → {st.cache_after}" if first else "", _tok(gen, rs.token_id), prob(rs.prob),
-                     _tok(gen, rs.runner_id), prob(rs.runner_prob)]
+            fed = "prompt" if rs.fed_id is None else _tok(gen, rs.fed_id, ids)
+            cells = [str(st.t) if first else ""] + ([str(r)] if multi else []) + [
+                str(rs.position), fed, f"{st.cache_before}→{st.cache_after}" if first else "",
+                _tok(gen, rs.token_id, ids), prob(rs.prob), _tok(gen, rs.runner_id, ids), prob(rs.runner_prob)]
             if check:
                 cells.append(num(rs.recompute_max_abs, 2))
-            cells.append(f"{st.seconds * 1e3:.1f}" if first else "")
+            if timed:
+                cells.append(f"{st.seconds * 1e3:.1f}" if first else "")
             table.add_row(*cells)
             first = False
     cap = "step 0 is the prefill; step t feeds token t-1 and reads every earlier key and value from the cache"
-    return Group(heading(number, "decoding, one token per step", cap), table)
+    return Group(heading(number, "Decoding, one token per step", cap), table)
 
 
-def _tok(gen, tid: int) -> str:
+def _tok(gen, tid: int, with_id: bool = True) -> str:
     text = gen.texts.get(tid, f"<{tid}>")
     shown = text.replace("\n", "\\n") if text.strip() else repr(text)
-    return short(f"{shown} ({tid})", 24)
+    return short(f"{shown} ({tid})" if with_id else shown, 24 if with_id else 10)
 
 
 def render_cache(gen, number: int = 3, batch_row: int | None = None) -> Group:
     """One layer's cache after each step: K and V growing, the one query row, the slots the mask blocks, bytes."""
     first = gen.steps[0].panel
     window = first["window"]
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
-    for col in ("t", "K cache", "V cache", "query row (scores)", "slots the new query sees", "bytes"):
-        table.add_column(col, no_wrap=col != "slots the new query sees", justify="right" if col in ("t", "bytes") else "left")
+    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
+    for col in ("t", "K and V", "query row", "slots seen", "bytes"):
+        table.add_column(col, no_wrap=True, justify="right" if col in ("t", "bytes") else "left")
     rows = range(len(gen.rows)) if batch_row is None else [batch_row]
     for st in gen.steps:
         p = st.panel
@@ -94,8 +100,7 @@ def render_cache(gen, number: int = 3, batch_row: int | None = None) -> Group:
             if len(rows) > 1:
                 strips.append(f"{r}: ", style=DIM)
             strips.append_text(_strip(p["blocked"][r], p["k_shape"][2]))
-        table.add_row(str(st.t), bare_shape(p["k_shape"]), bare_shape(p["v_shape"]), bare_shape(p["scores_shape"]),
-                      strips, _bytes(p["bytes_total"]))
+        table.add_row(str(st.t), bare_shape(p["k_shape"]), bare_shape(p["scores_shape"]), strips, _bytes(p["bytes_total"]))
     last = gen.steps[-1].panel
     legend = Text(f"  {KEEP} attended   {PAD} padding (left)", style=DIM)
     if window is not None:
@@ -105,8 +110,8 @@ def render_cache(gen, number: int = 3, batch_row: int | None = None) -> Group:
     if last["cross_shape"] is not None:
         notes.append(Text(f"  cross-attention K and V {bare_shape(last['cross_shape'])} per layer, computed once from "
                           "the encoder output (included in the total)", style=DIM))
-    cap = (f"layer {first['layer']}: K and V are [batch, kv_heads, past + 1, d_head]; "
-           "the new token's query row is [batch, heads, 1, past + 1]")
+    cap = (f"layer {first['layer']}: K and V (each) are [batch, kv_heads, past + 1, d_head]; "
+           "the new token's query row of scores is [batch, heads, 1, past + 1]")
     return Group(heading(number, "KV cache", cap), table, *notes)
 
 
@@ -150,7 +155,7 @@ def render_text(gen, dtype: str, number: int = 4) -> Group:
             (f"max |Δ logit| = {num(worst, 2)}", "bold"),
             (f" over {len(gen.steps)} steps; bound {num(bound, 2)} ({dtype}: {_tol(dtype)} × max(1, |logit|)) ", DIM),
             ("✓ the same computation" if ok else "✗ beyond the bound", OK if ok else WARN)))
-    return Group(heading(number, "text", "the prompt (dim) and what was generated"), *lines)
+    return Group(heading(number, "Text", "the prompt (dim) and what was generated"), *lines)
 
 
 def _tol(dtype: str) -> str:
