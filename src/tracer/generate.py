@@ -47,6 +47,7 @@ class GenerateOptions:
     keep: tuple[str, ...] | None = None  # globs of steps kept whole; None: everything under the budget
     panel_layer: int | None = None  # the layer the cache panel describes (default: the first windowed one, else 0)
     special_tokens: bool = True
+    keep_logits: bool = False  # keep each step's logits of the new position (tests, parity)
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Step:
     rows: list[RowStep | None]  # None for rows already stopped
     panel: dict
     logit_absmax: float = 0.0  # largest |logit| of the new position, over the batch
+    logits: np.ndarray | None = None  # [batch, vocab] with keep_logits
 
 
 @dataclass
@@ -194,7 +196,7 @@ def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Seque
             recompute = _recompute(model, b, dec_ids, full_mask, logits) if options.check_cache else None
             step_rows = _choose_all(rows, logits, options, rng, t, fed, positions, cache.past, recompute, eos, model.tokenizer)
             steps.append(Step(t, before, cache.past, seconds, step_rows, _panel(cache, spec, layer, before),
-                              float(np.abs(logits).max())))
+                              float(np.abs(logits).max()), logits.copy() if options.keep_logits else None))
             if all(row.stop is not None for row in rows):
                 break
     for row in rows:
