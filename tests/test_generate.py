@@ -184,3 +184,12 @@ def test_json_is_the_documented_form(shipped):
             assert 0 < s["prob"] <= 1
     assert data["rows"][1]["prompt_ids"][0] == 0, "the pad of the shorter prompt is not part of it"
     assert data["rows"][0]["steps"][1]["cache_len"] == data["rows"][0]["steps"][0]["cache_len"] + 1
+
+
+def test_same_generation_gives_a_byte_identical_trace(tmp_path):
+    m = load_model(model_dir("gpt2"))
+    paths = []
+    for name in ("a", "b"):
+        g = generate(m, ids=PROMPTS, options=GenerateOptions(3, ignore_eos=True, record=True))
+        paths.append(g.trace.save(tmp_path / f"{name}.safetensors"))
+    assert paths[0].read_bytes() == paths[1].read_bytes()

@@ -5,7 +5,8 @@ import sys
 
 CORE = ["tracer.api", "tracer.model", "tracer.engine.forward", "tracer.trace", "tracer.masks.conventions",
         "tracer.masks.row", "tracer.diff.compare", "tracer.diff.weights", "tracer.lens", "tracer.report",
-        "tracer.report.cost", "tracer.cost.summary", "tracer.cost.moe"]
+        "tracer.report.cost", "tracer.cost.summary", "tracer.cost.moe",
+        "tracer.engine.decode", "tracer.generate", "tracer.diff.generation"]
 
 
 def test_core_layers_import_no_ui_or_torch():
