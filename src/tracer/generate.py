@@ -221,8 +221,7 @@ def _choose_all(rows, logits, options, rng, t, fed, positions, cache_len, recomp
             out.append(None)
             continue
         chosen = choose(logits[r], options.sampling, rng)
-        best_two = np.argsort(-probs[r], kind="stable")[:2]
-        runner = int(best_two[1] if best_two[0] == chosen else best_two[0])
+        runner = _runner_up(probs[r], chosen)
         out.append(RowStep(t, int(positions[r]), None if fed is None else int(fed[r]), chosen, float(probs[r, chosen]),
                            runner, float(probs[r, runner]), cache_len,
                            None if recompute is None else float(recompute[r])))
@@ -232,6 +231,13 @@ def _choose_all(rows, logits, options, rng, t, fed, positions, cache_len, recomp
         elif options.stop and any(s in decode_text(tok, row.new_ids) for s in options.stop):
             row.stop = "stop"
     return out
+
+
+def _runner_up(p: np.ndarray, chosen: int) -> int:
+    """The most likely token other than the chosen one."""
+    two = np.argpartition(-p, 1)[:2]  # the two most likely, in either order
+    two = two[np.argsort(-p[two], kind="stable")]
+    return int(two[1] if two[0] == chosen else two[0])
 
 
 def _recompute(model, b, dec_ids: np.ndarray, full_mask: np.ndarray, cached: np.ndarray) -> np.ndarray:

@@ -42,7 +42,8 @@ def steps(
                          ensure_ascii=False, indent=1))
         return
     title = f"step names of the {route} route" if route else "step names ({i} = block index)"
-    table = Table(title=title + (" ({i} = block index)" if route else ""), title_justify="left", box=None, pad_edge=False)
+    table = Table(title=title + (" ({i} = block index)" if route else ""), title_justify="left", box=None, pad_edge=False,
+                  caption="tracer generate records decoding step t under decode.{t}. + these names", caption_justify="left")
     table.add_column("name", style="bold", no_wrap=True)
     table.add_column("axes", overflow="fold")
     table.add_column("what", overflow="fold")
