@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import FAMILIES, ROOT, model_dir
+from conftest import FAMILIES, ROOT, SEQ2SEQ, model_dir
 from tracer import load_model
 from tracer.default_model import default_model_path
 from tracer.engine.decode import forward_cached, new_cache
@@ -29,9 +29,10 @@ def shipped():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", FAMILIES + SEQ2SEQ)
 def test_cached_logits_equal_the_whole_sequence_recomputed(family, dtype):
-    """--check-cache on every fixture: a left-padded batch, past every sliding window (mistral's is 3)."""
+    """--check-cache on every decoder and encoder-decoder fixture: a left-padded batch, past every sliding
+    window (mistral's is 3); T5's relative bias of the new row uses `past`."""
     m = load_model(model_dir(family), dtype=dtype)
     g = generate(m, ids=PROMPTS, options=GenerateOptions(12, ignore_eos=True, check_cache=True))
     worst = g.recompute_max_abs()
@@ -193,3 +194,19 @@ def test_same_generation_gives_a_byte_identical_trace(tmp_path):
         g = generate(m, ids=PROMPTS, options=GenerateOptions(3, ignore_eos=True, record=True))
         paths.append(g.trace.save(tmp_path / f"{name}.safetensors"))
     assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
+@pytest.mark.parametrize("name", SEQ2SEQ)
+def test_encoder_runs_once_and_cross_attention_is_cached(name):
+    m = load_model(model_dir(name))
+    g = generate(m, ids=PROMPTS, options=GenerateOptions(5, ignore_eos=True, record=True))
+    names = g.trace.names()
+    assert "encoder.blocks.0.attn.q" in names and not any(n.startswith("decode.1.encoder.") for n in names)
+    last = m.spec.n_layers - 1
+    np.testing.assert_array_equal(g.trace[f"decode.4.decoder.blocks.{last}.cross_attn.k"],
+                                  g.trace[f"decoder.blocks.{last}.cross_attn.k"])
+    assert g.trace[f"decode.4.decoder.blocks.{last}.attn.k"].shape[2] == 5, "start token + 4 fed tokens"
+    assert g.steps[0].panel["cross_shape"] == [2, m.spec.n_kv_heads, 6, m.spec.d_head]
+    for s in g.trace.steps:
+        doc = describe(s.name)
+        assert doc is not None and doc.axes == s.axes, s.name

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
-from types import SimpleNamespace
-
 import pytest
 from typer.testing import CliRunner
 
-from conftest import model_dir
+from conftest import ENCODERS, model_dir
 from tracer.cli.main import app
-from tracer.errors import TracerError
-from tracer.generate import GenerateOptions, check_request
 
 runner = CliRunner()
 
@@ -88,7 +83,7 @@ def test_length_error_says_how_many_fit_for_a_batch():
     assert f"at most {limit - 5} new tokens fit" in result.stderr and f"{limit} positions" in result.stderr
 
 
-def test_encoder_only_model_is_refused():
-    stub = SimpleNamespace(route="encoder", family="bert", folder=Path("minilm"))
-    with pytest.raises(TracerError, match="encoder-only model"):
-        check_request(stub, 4, GenerateOptions(3))
+@pytest.mark.parametrize("name", ENCODERS)
+def test_encoder_only_model_is_refused(name):
+    result = gen("--model", model_dir(name), "--ids", "5,6,7", code=2)
+    assert "encoder-only model" in result.stderr and len(result.stderr.strip().splitlines()) <= 2

@@ -1,8 +1,8 @@
 """Live parity of tracer generate with transformers' generate: the same greedy tokens and the same per-step logits.
 
 Every decoder fixture, a single prompt and a left-padded batch of two, 10 new tokens (past the sliding windows of
-mistral and qwen2, which are 3); and tiny T5 and BART checkpoints built here (random, seeded), whose encoder
-runs once and whose cross-attention keys and values are cached. EOS is disabled on both sides.
+mistral and qwen2, which are 3); and the T5 and BART fixtures (plus a tiny T5 built here whose greedy tokens
+vary), whose encoder runs once and whose cross-attention keys and values are cached. EOS is disabled on both sides.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import FAMILIES, model_dir
+from conftest import FAMILIES, SEQ2SEQ, model_dir
 from tracer import load_model
 from tracer.generate import GenerateOptions, generate
 
@@ -59,52 +59,21 @@ def test_decoder_families_match_transformers_generate(family, prompts):
     check(model_dir(family), PROMPTS[prompts], seq2seq=False)
 
 
-@pytest.fixture(scope="module")
-def seq2seq_models(tmp_path_factory):
-    """Tiny random T5 (v1.0, tied head, relative buckets) and BART (learned positions, post-norm) checkpoints."""
-    out = tmp_path_factory.mktemp("seq2seq")
-    torch.manual_seed(1)  # a seed and scale under which the tiny T5 does not repeat one token forever
+@pytest.mark.parametrize("prompts", sorted(PROMPTS))
+@pytest.mark.parametrize("name", SEQ2SEQ)
+def test_encoder_decoder_fixtures_match_transformers_generate(name, prompts):
+    assert load_model(model_dir(name)).route == "encoder-decoder"
+    check(model_dir(name), PROMPTS[prompts], seq2seq=True)
+
+
+@pytest.mark.parametrize("prompts", sorted(PROMPTS))
+def test_a_t5_with_varied_tokens_matches_transformers_generate(tmp_path_factory, prompts):
+    """A tiny T5 under a seed and scale where the greedy tokens vary (the fixtures' mostly repeat)."""
+    folder = tmp_path_factory.mktemp("t5") / "t5-varied"
+    torch.manual_seed(1)
     t5 = transformers.T5ForConditionalGeneration(transformers.T5Config(
         vocab_size=96, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
         relative_attention_num_buckets=8, relative_attention_max_distance=16, decoder_start_token_id=0,
         pad_token_id=0, eos_token_id=1, initializer_factor=1.5))
-    t5.save_pretrained(out / "t5")
-    torch.manual_seed(0)
-    bart = transformers.BartForConditionalGeneration(transformers.BartConfig(
-        vocab_size=96, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, init_std=0.2))
-    bart.save_pretrained(out / "bart")
-    return out
-
-
-@pytest.mark.parametrize("prompts", sorted(PROMPTS))
-@pytest.mark.parametrize("name", ["t5", "bart"])
-def test_encoder_decoder_models_match_transformers_generate(seq2seq_models, name, prompts):
-    folder = seq2seq_models / name
-    assert load_model(folder).route == "encoder-decoder"
+    t5.save_pretrained(folder)
     check(folder, PROMPTS[prompts], seq2seq=True)
-
-
-@pytest.mark.parametrize("name", ["t5", "bart"])
-def test_encoder_decoder_check_cache_and_trace(seq2seq_models, name):
-    m = load_model(seq2seq_models / name)
-    g = generate(m, ids=PROMPTS["batch"], options=GenerateOptions(6, ignore_eos=True, check_cache=True, record=True))
-    assert g.recompute_max_abs() <= 1e-5
-    names = g.trace.names()
-    assert "encoder.blocks.0.attn.q" in names and not any(n.startswith("decode.1.encoder.") for n in names)
-    cross_k = g.trace["decoder.blocks.1.cross_attn.k"]
-    np.testing.assert_array_equal(g.trace["decode.5.decoder.blocks.1.cross_attn.k"], cross_k)
-    assert g.trace["decode.5.decoder.blocks.1.attn.k"].shape[2] == 6, "start token + 5 fed tokens"
-
-
-def test_encoder_only_model_exits_2(tmp_path):
-    from typer.testing import CliRunner
-
-    from tracer.cli.main import app
-
-    torch.manual_seed(0)
-    bert = transformers.BertModel(transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=1,
-                                                          num_attention_heads=4, intermediate_size=64))
-    bert.save_pretrained(tmp_path)
-    result = CliRunner().invoke(app, ["generate", "--model", str(tmp_path), "--ids", "1,2,3"])
-    assert result.exit_code == 2 and "encoder-only model" in result.stderr, result.output
