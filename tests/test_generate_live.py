@@ -32,9 +32,12 @@ def hf_generate(hf, rows: list[list[int]], pad: int, seq2seq: bool) -> tuple[np.
     cfg.eos_token_id = None
     cfg.forced_eos_token_id = None
     cfg.forced_bos_token_id = None
+    extra = {}
+    if seq2seq:  # transformers sizes its default cache by the encoder's layer count (t5-gated: 2 encoder, 3 decoder)
+        extra["past_key_values"] = transformers.EncoderDecoderCache(transformers.DynamicCache(), transformers.DynamicCache())
     with torch.no_grad():
         out = hf.generate(ids, attention_mask=mask, max_new_tokens=N_NEW, do_sample=False, output_scores=True,
-                          return_dict_in_generate=True, pad_token_id=pad)
+                          return_dict_in_generate=True, pad_token_id=pad, **extra)
     new = out.sequences[:, 1:] if seq2seq else out.sequences[:, width:]
     return new.numpy(), torch.stack(out.scores, dim=1).float().numpy()
 
