@@ -30,7 +30,7 @@ def render_prefill(gen, model_line: str, number: int = 1) -> Group:
                           f"cross-attention K and V computed once: {bare_shape(panel['cross_shape'])}"))
     where = "decoder start" if p["encoder_shape"] is not None else "prompt"
     lines.append(Text(f"  {where} ids [{b},{n}] -> every block in one pass, causal mask -> logits [{b},{n},vocab]; "
-                      f"K and V cache filled with {n} positions per layer {bare_shape(panel['k_shape'])}"
+                      f"K and V cache filled with {n} position{'s' if n != 1 else ''} per layer {bare_shape(panel['k_shape'])}"
                       f"   {gen.steps[0].seconds * 1e3:.1f} ms"))
     if p["steps_recorded"] is not None:
         lines.append(calm(f"{p['steps_recorded']} steps recorded (prefill under the usual names, step t under decode.{{t}}.)"))
@@ -63,7 +63,8 @@ def render_steps(gen, number: int = 2, width: int = 120) -> Group:
         for r, rs in enumerate(st.rows):
             if rs is None:
                 continue
-            fed = "prompt" if rs.fed_id is None else _tok(gen, rs.fed_id, ids)
+            first_in = "start" if gen.prefill["encoder_shape"] is not None else "prompt"  # the decoder start token
+            fed = first_in if rs.fed_id is None else _tok(gen, rs.fed_id, ids)
             cells = [str(st.t) if first else ""] + ([str(r)] if multi else []) + [
                 str(rs.position), fed, f"{st.cache_before}→{st.cache_after}" if first else "",
                 _tok(gen, rs.token_id, ids), prob(rs.prob), _tok(gen, rs.runner_id, ids), prob(rs.runner_prob)]
@@ -142,7 +143,7 @@ def render_text(gen, dtype: str, number: int = 4) -> Group:
     lines = []
     for r, row in enumerate(gen.rows):
         t = Text(f"  row {r}: " if len(gen.rows) > 1 else "  ")
-        t.append(gen.prompts[r] if gen.prompts[r] else f"ids {row.prompt_ids}", style=DIM)
+        t.append(gen.prompts[r] if gen.prompts[r] else f"ids {row.prompt_ids} -> ", style=DIM)
         t.append(row.text if row.text else " ".join(f"<{i}>" for i in row.new_ids), style="bold")
         t.append(f"   [{len(row.new_ids)} new, stop: {row.stop}]", style=DIM)
         lines.append(t)
