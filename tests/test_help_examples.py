@@ -7,12 +7,13 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from tracer.cli import capture_cmd, diff_cmd, main, mask_cmd, report_cmd, run_cmd, steps_cmd
+from tracer.cli import capture_cmd, diff_cmd, generate_cmd, main, mask_cmd, report_cmd, run_cmd, steps_cmd
 
 runner = CliRunner()
 SOURCES = {
     "": main.app.info.help, "run": run_cmd.RUN_HELP, "diff": diff_cmd.DIFF_HELP, "mask": mask_cmd.HELP,
     "capture": capture_cmd.CAPTURE_HELP, "report": report_cmd.REPORT_HELP, "steps": steps_cmd.HELP,
+    "generate": generate_cmd.GENERATE_HELP,
 }
 
 

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import handle_errors, make_console, parse_int_list
+from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
 from tracer.errors import TracerError
 
 
@@ -18,20 +18,24 @@ def register(app: typer.Typer) -> None:
 
 GENERATE_HELP = """Generate new tokens one at a time, reusing every earlier key and value from a KV cache.
 
-Sections: prefill (the prompt in one pass, folded), decoding (one row per new token), KV cache (one layer's
-cache growing, what the mask blocks, bytes), text.
+Sections: prefill (the prompt in one pass, folded), decoding (one row per new token), KV cache (one layer's cache growing, what the mask blocks, bytes), text.
 
 Examples:
 
-  tracer generate "春天来" --max-new-tokens 8                 # the shipped model continues its corpus
+# the shipped model continues its corpus
+tracer generate "春天来" --max-new-tokens 8
 
-  tracer generate "春天来" --check-cache                      # cached logits = the whole sequence recomputed
+# cached logits against the whole sequence recomputed
+tracer generate "春天来" --check-cache
 
-  tracer generate "春天来" "夏天" --max-new-tokens 12          # a left-padded batch, each row stops on its own
+# a left-padded batch: each row stops on its own
+tracer generate "春天来" "夏天" -n 12
 
-  tracer generate "春" --temperature 0.8 --top-p 0.9 --seed 1  # sampling, reproducible
+# sampling, reproducible
+tracer generate "春" --temperature 0.8 --top-p 0.9 --seed 1
 
-  tracer generate --model DIR --ids 5,17,42 --ignore-eos --save gen.safetensors --json
+# exact ids, a trace of every step, JSON
+tracer generate -m DIR --ids 5,17,42 --ignore-eos --save g.safetensors --json
 """
 
 
@@ -73,7 +77,9 @@ def generate(
         raise TracerError("--keep chooses what --save writes; give --save FILE too")
     if stop is not None and any(not s for s in stop):
         raise TracerError("--stop is empty")
-    m = load_model(model if model is not None else default_model_path(), dtype=dtype)
+    folder = model if model is not None else default_model_path()
+    check_outputs({"--save": save}, reading=checkpoint_files(folder))
+    m = load_model(folder, dtype=dtype)
     if batch_row is not None and not 0 <= batch_row < len(prompts or id_rows):
         raise TracerError(f"--batch-row {batch_row} is out of range: the batch has {len(prompts or id_rows)} row(s)")
     options = GenerateOptions(max_new_tokens, sampling, ignore_eos, tuple(stop or ()), check_cache,
@@ -81,14 +87,17 @@ def generate(
                               special_tokens=not no_special_tokens)
     gen = run_generation(m, prompts or None, id_rows, options)
     if save is not None:
+        from tracer.cli.run_cmd import confirm_stderr
+
         gen.trace.save(save)
+        confirm_stderr(f"wrote the trace to {save} ({len(gen.trace.names())} steps, {save.stat().st_size:,} bytes)")
     if as_json:
         print(json.dumps(gen.to_json(), ensure_ascii=False, indent=1, allow_nan=False))
         return
-    show(m, gen, dtype, batch_row, save)
+    show(m, gen, dtype, batch_row)
 
 
-def show(m, gen, dtype: str, batch_row: int | None, save: Path | None) -> None:
+def show(m, gen, dtype: str, batch_row: int | None) -> None:
     from tracer.render.generate_view import render_cache, render_prefill, render_steps, render_text
 
     console = make_console()
@@ -103,5 +112,3 @@ def show(m, gen, dtype: str, batch_row: int | None, save: Path | None) -> None:
     if gen.trace is not None and gen.trace.meta["reduced_to_stats"]:
         console.print(f"[dim]note: a long generation: {', '.join(gen.trace.meta['reduced_to_stats'])} kept as statistics "
                       "only to stay under 2 GiB (--keep '*' keeps everything)[/]")
-    if save is not None:
-        console.print(f"[dim]trace written to {save}[/]")
