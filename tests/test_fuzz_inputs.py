@@ -30,6 +30,15 @@ FIELDS = {
     "mistral": ["sliding_window", "num_hidden_layers"],
     "gemma": ["hidden_size", "hidden_activation", "use_bidirectional_attention"],
     "phi3": ["sliding_window", "rope_parameters"],
+    "bert": ["hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size",
+             "max_position_embeddings", "layer_norm_eps", "type_vocab_size", "hidden_act", "architectures"],
+    "roberta": ["pad_token_id", "max_position_embeddings", "type_vocab_size", "hidden_size", "architectures"],
+    "t5": ["d_model", "num_heads", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "vocab_size",
+           "feed_forward_proj", "relative_attention_num_buckets", "relative_attention_max_distance",
+           "layer_norm_epsilon", "tie_word_embeddings", "scale_decoder_outputs", "decoder_start_token_id", "n_positions"],
+    "bart": ["d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
+             "encoder_ffn_dim", "decoder_ffn_dim", "vocab_size", "max_position_embeddings", "scale_embedding",
+             "activation_function", "decoder_start_token_id"],
 }
 rope_values = st.fixed_dictionaries({}, optional={
     "rope_type": st.one_of(st.sampled_from(["default", "linear", "llama3", "yarn"]), json_values),
