@@ -35,7 +35,9 @@ An encoder\-decoder model (T5, BART) prefixes every \fBembed.*\fR, \fBblocks.*\f
 cross\-attention sublayer (\fBcross_attn.*\fR, keys and values from the encoder output);
 \fBlogits\fR and \fBprobs\fR are over the decoder positions.
 \fBtracer steps \-\-route encoder\-decoder\fR lists the concrete names of one route.
-Marks after a description: (E) encoder route only, (ED) encoder\-decoder route only.
+Marks after a description: (E) encoder route only, (ED) encoder\-decoder route only, (D) decoder route
+only (the steps some decoder families add: q/k norms, soft\-capping, norms after each sublayer, OPT\-350m's
+projections, mixture\-of\-experts routing).
 .PP
 \fBtracer generate \-\-save\fR records the prefill under these names and each decoding step
 \fIt\fR under \fBdecode.\fR\fIt\fR\fB.\fR + the same names (\fBdecode.3.blocks.0.attn.scores\fR,

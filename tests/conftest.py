@@ -20,6 +20,11 @@ FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "o
 VARIANTS = ("llama-bf16", "llama-sharded", "llama-v4config")
 ENCODERS = ("bert", "bert-mlm", "roberta")  # encoder-only route fixtures (bert: BertModel, no head)
 SEQ2SEQ = ("t5", "t5-gated", "bart")  # encoder-decoder route fixtures
+# issue 10: newer families, and llama under each rope scaling
+FAMILIES += ("qwen3", "olmo2", "starcoder2", "phi", "gemma2", "gemma3_text", "mixtral", "qwen3_moe")
+ROPE_VARIANTS = ("llama-linear", "llama-dynamic", "llama-yarn", "llama-longrope")
+OPT_VARIANTS = ("opt-350m", "opt-project")  # embeddings projected in/out; opt-350m also post-norm, no final norm
+VARIANTS += ROPE_VARIANTS + OPT_VARIANTS
 
 
 def model_dir(name: str) -> Path:

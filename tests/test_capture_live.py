@@ -146,7 +146,11 @@ def test_every_expected_step_is_there_in_execution_order(built, family):
 def test_hf_names_point_at_real_modules(built, family):
     model, _ = _model(built[family])
     modules = dict(model.named_modules())
+    from tracer.capture.hf import _condition_holds
+
     for template, (module, take) in hf_names.HF_NAMES[family].items():
+        if not _condition_holds(family, template, model.config):  # e.g. opt's project_in exists in opt-350m only
+            continue
         concrete = template.format(i=1)
         path = hf_names.hf_module(family, concrete)
         assert path == module.format(i=1) and path in modules, (template, path)

@@ -8,7 +8,7 @@ installed. Tolerances: max-abs 1e-5 in float32, 1e-10 in float64.
 import numpy as np
 import pytest
 
-from conftest import FAMILIES, VARIANTS, model_dir
+from conftest import FAMILIES, OPT_VARIANTS, ROPE_VARIANTS, VARIANTS, model_dir
 from tracer import load_model
 from tracer.steps import describe
 from tracer.trace import Trace
@@ -47,8 +47,10 @@ def compare(ref: Trace, ours: Trace, atol: float) -> dict[str, float]:
     return errors
 
 
-def _check_coverage(errors: dict, n_layers: int) -> None:
+def _check_coverage(errors: dict, n_layers: int, final_norm: bool = True) -> None:
     for template in MUST_COMPARE:
+        if template == "final_norm.out" and not final_norm:  # post-norm without a final norm (opt-350m)
+            continue
         names = [template.format(i=i) for i in range(n_layers)] if "{i}" in template else [template]
         missing = [n for n in names if n not in errors]
         assert not missing, f"reference lacks {missing}"
@@ -69,7 +71,7 @@ def test_float32_matches_transformers(name):
     ours = _run_like(model, ref)
     np.testing.assert_array_equal(ours["input.ids"], ref["input.ids"])
     errors = compare(ref, ours, ATOL32)
-    _check_coverage(errors, model.spec.n_layers)
+    _check_coverage(errors, model.spec.n_layers, model.spec.final_norm)
     assert ours["logits"].dtype == np.float32 and ours["blocks.0.attn.weights"].dtype == np.float32
 
 
@@ -89,3 +91,37 @@ def test_padded_batch_matches_transformers(name):
     ref = Trace.load(folder / "reference_batch.safetensors")
     assert (ref["input.mask"] == 0).any(), "the batch reference should contain padding"
     compare(ref, _run_like(load_model(folder), ref), ATOL32)
+
+
+# ---------- issue 10: rope scaling, OPT projections and post-norm ----------
+
+
+@pytest.mark.parametrize("name", ROPE_VARIANTS + OPT_VARIANTS)
+def test_variant_float64_matches_transformers_float64(name):
+    folder = model_dir(name)
+    ref = Trace.load(folder / "reference64.safetensors")
+    compare(ref, _run_like(load_model(folder, dtype="float64"), ref), ATOL64)
+
+
+@pytest.mark.parametrize("name", ROPE_VARIANTS + OPT_VARIANTS)
+def test_variant_padded_batch_matches_transformers(name):
+    folder = model_dir(name)
+    ref = Trace.load(folder / "reference_batch.safetensors")
+    compare(ref, _run_like(load_model(folder), ref), ATOL32)
+
+
+@pytest.mark.parametrize("name", ["llama-dynamic", "llama-longrope"])
+def test_length_dependent_rope_on_both_sides_of_its_switch(name):
+    """The reference runs 15 positions, past the switch (8); reference_short runs 6, under it. Both hold,
+    and the first 6 positions' rotated queries differ between them: the switch really happened."""
+    folder = model_dir(name)
+    long_ref, short_ref = (Trace.load(folder / f) for f in ("reference.safetensors", "reference_short.safetensors"))
+    switch = load_model(folder).spec.rope
+    assert long_ref["input.ids"].shape[1] > 8 >= short_ref["input.ids"].shape[1]
+    assert (switch.max_positions or switch.original_max_positions) == 8
+    model = load_model(folder)
+    short = _run_like(model, short_ref)
+    compare(short_ref, short, ATOL32)
+    longer = _run_like(model, long_ref)
+    n = short_ref["input.ids"].shape[1]
+    assert np.abs(longer["blocks.0.attn.q_rot"][:, :, :n] - short["blocks.0.attn.q_rot"]).max() > 1e-3

@@ -36,7 +36,7 @@ def test_fresh_references_hold(rebuilt, name):
     model = load_model(folder)
     ref = Trace.load(folder / "reference.safetensors")
     errors = compare(ref, _run_like(model, ref), ATOL32)
-    _check_coverage(errors, model.spec.n_layers)
+    _check_coverage(errors, model.spec.n_layers, model.spec.final_norm)
     ref64 = Trace.load(folder / "reference64.safetensors")
     compare(ref64, _run_like(load_model(folder, dtype="float64"), ref64), ATOL64)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import conftest
-from conftest import FAMILIES, model_dir
+from conftest import FAMILIES, OPT_VARIANTS, model_dir
 from tracer import load_model
 from tracer.steps import CATALOGUE, block_of, describe
 
@@ -20,7 +20,7 @@ def _run(name: str):
 
 @pytest.fixture(scope="module")
 def traces():
-    return {f: _run(f) for f in FAMILIES + ROUTE_FIXTURES}
+    return {f: _run(f) for f in FAMILIES + OPT_VARIANTS + ROUTE_FIXTURES}  # opt-350m: project_in/out
 
 
 @pytest.mark.parametrize("family", FAMILIES + ROUTE_FIXTURES)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from tracer.arch.spec import Spec
-from tracer.keep_policy import DEFAULT_BUDGET, step_sizes
+from tracer.keep_policy import DEFAULT_BUDGET, produced, step_sizes
 from tracer.steps import route_templates
 
 DECODE = "decode.*."
@@ -22,11 +22,12 @@ def decode_step_sizes(spec: Spec, batch: int, kv_len: int, enc_len: int, itemsiz
     """Bytes each step template takes in one decoding step with `kv_len` cached positions (the new one included)."""
     axis = {"batch": batch, "pos": 1, "q_len": 1, "kv_len": kv_len, "enc_pos": enc_len, "dec_pos": 1,
             "d_model": spec.d_model, "heads": spec.n_heads, "kv_heads": spec.n_kv_heads, "d_head": spec.d_head,
-            "d_ff": spec.d_ff, "vocab": spec.vocab_size}
+            "d_ff": spec.d_ff, "vocab": spec.vocab_size, "d_embed": spec.d_embed or spec.d_model,
+            "experts": spec.moe.n_experts if spec.moe else 0, "top_k": spec.moe.top_k if spec.moe else 0}
     sizes = {}
     for template, doc in route_templates(spec.route):
-        if template.startswith(("encoder.", "input.token")):
-            continue  # the encoder runs once, in the prefill
+        if template.startswith(("encoder.", "input.token")) or not produced(template, spec):
+            continue  # the encoder runs once, in the prefill; optional steps this model does not record
         stack = spec
         count = stack.n_layers if "{i}" in template else 1
         whole_cache = template.endswith(_CACHE_STEPS) and "cross" not in template

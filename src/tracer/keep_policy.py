@@ -22,9 +22,12 @@ def step_sizes(spec: Spec, batch: int, length: int, itemsize: int) -> dict[str, 
     Every sequence axis counts `length` (an encoder-decoder's decoder input is usually shorter: an upper bound)."""
     axis = {"batch": batch, "pos": length, "q_len": length, "kv_len": length, "enc_pos": length, "dec_pos": length,
             "d_model": spec.d_model, "heads": spec.n_heads, "kv_heads": spec.n_kv_heads, "d_head": spec.d_head,
-            "d_ff": spec.d_ff, "vocab": spec.vocab_size}
+            "d_ff": spec.d_ff, "vocab": spec.vocab_size, "d_embed": spec.d_embed or spec.d_model,
+            "experts": spec.moe.n_experts if spec.moe else 0, "top_k": spec.moe.top_k if spec.moe else 0}
     sizes = {}
     for template, doc in route_templates(spec.route):
+        if not produced(template, spec):
+            continue
         stack = spec.encoder if template.startswith("encoder.") and spec.encoder is not None else spec
         count = stack.n_layers if "{i}" in template else 1
         size = count * itemsize * math.prod(axis[a] for a in doc.axes)
@@ -32,6 +35,25 @@ def step_sizes(spec: Spec, batch: int, length: int, itemsize: int) -> dict[str, 
             size //= itemsize * spec.n_heads  # bool, broadcast over heads
         sizes[template.replace("{i}", "*")] = size
     return sizes
+
+
+def produced(template: str, spec: Spec) -> bool:
+    """False for the optional steps this model does not record (issue 10: soft-capping, q/k norms, ...)."""
+    optional = {
+        "attn.scores.raw": spec.attn_softcap is not None,
+        "attn.q_norm": spec.qk_norm != "none",
+        "attn.k_norm": spec.qk_norm != "none",
+        "ln1_post.out": spec.norm_placement in ("sandwich", "after"),
+        "ln2_post.out": spec.norm_placement in ("sandwich", "after"),
+        "logits.raw": spec.logit_softcap is not None,
+        "embed.project_in": spec.d_embed is not None,
+        "project_out": spec.d_embed is not None,
+        "mlp.router.logits": spec.moe is not None,
+        "mlp.router.experts": spec.moe is not None,
+        "mlp.router.weights": spec.moe is not None,
+        "mlp.expert_out": spec.moe is not None,
+    }
+    return next((present for suffix, present in optional.items() if template.endswith(suffix)), True)
 
 
 def auto_keep(spec: Spec, batch: int, length: int, itemsize: int, budget: int = DEFAULT_BUDGET) -> tuple[tuple[str, ...], list[str]]:

@@ -48,7 +48,10 @@ class Model:
     @property
     def max_positions(self) -> int | None:
         """The longest input the model allows: its position table, else the config's or the tokenizer's
-        declared maximum (T5's relative positions have no table; its tokenizer says 512)."""
+        declared maximum (T5's relative positions have no table; its tokenizer says 512). A dynamic rope
+        rescales past max_position_embeddings by design: no limit."""
+        if self.spec.rope is not None and self.spec.rope.scaling == "dynamic":
+            return self.spec.max_positions
         return (self.spec.max_positions or self.spec.extras.get("max_position_embeddings")
                 or _tokenizer_max_length(self.folder))
 

@@ -38,6 +38,7 @@ _BHQK = ("batch", "heads", "q_len", "kv_len")
 _ENC = ("encoder",)
 _S2S = ("encoder-decoder",)
 _NOT_S2S = ("decoder", "encoder")
+_DEC = ("decoder",)
 
 CATALOGUE: tuple[StepDoc, ...] = (
     StepDoc("input.ids", ("batch", "pos"), "token ids (int64)"),
@@ -48,6 +49,8 @@ CATALOGUE: tuple[StepDoc, ...] = (
     StepDoc("input.decoder_mask", ("batch", "dec_pos"), "decoder 1 = real token, 0 = padding (int64)", _S2S),
     StepDoc("input.decoder_positions", ("batch", "dec_pos"), "decoder position ids (int64; learned positions only)", _S2S),
     StepDoc("embed.tokens", _BTD, "token embedding lookup W_E[ids]"),
+    # --- families of issue 10 (qwen3, gemma2/3, olmo2, phi, starcoder2, OPT-350m, MoE) ---
+    StepDoc("embed.project_in", _BTD, "OPT with word_embed_proj_dim != hidden_size: embed.tokens (d_embed wide) @ W_project_in", _DEC),
     StepDoc("embed.token_types", _BTD, "segment embeddings W_type[token_types] (BERT family; row 0 when no types are given)", _ENC),
     StepDoc("embed.positions", _BTD, "learned position embeddings W_pos[positions + offset] (absent for rotary and relative)"),
     StepDoc("embed.out", _BTD, "residual stream entering block 0 (after any scale and embedding LayerNorm)"),
@@ -55,15 +58,19 @@ CATALOGUE: tuple[StepDoc, ...] = (
     StepDoc("blocks.{i}.attn.q", ("batch", "heads", "pos", "d_head"), "query projection split into heads, bias added"),
     StepDoc("blocks.{i}.attn.k", ("batch", "kv_heads", "pos", "d_head"), "key projection split into kv heads, bias added"),
     StepDoc("blocks.{i}.attn.v", ("batch", "kv_heads", "pos", "d_head"), "value projection split into kv heads, bias added"),
+    StepDoc("blocks.{i}.attn.q_norm", ("batch", "heads", "pos", "d_head"), "queries normed before rotary: RMS over d_head per head (qwen3, gemma3) or over the whole projection (olmo2)", _DEC),
+    StepDoc("blocks.{i}.attn.k_norm", ("batch", "kv_heads", "pos", "d_head"), "keys normed before rotary, as attn.q_norm", _DEC),
     StepDoc("blocks.{i}.attn.q_rot", ("batch", "heads", "pos", "d_head"), "queries after rotary embedding"),
     StepDoc("blocks.{i}.attn.k_rot", ("batch", "kv_heads", "pos", "d_head"), "keys after rotary embedding"),
     StepDoc("blocks.{i}.attn.position_bias", ("batch", "heads", "q_len", "kv_len"), "relative position bias (T5 buckets; batch axis 1), already inside attn.scores", ("encoder-decoder",)),
+    StepDoc("blocks.{i}.attn.scores.raw", _BHQK, "gemma2: q.k^T * scale before soft-capping (attn.scores is tanh(raw / cap) * cap)", _DEC),
     StepDoc("blocks.{i}.attn.scores", _BHQK, "q.k^T * scale, plus any position bias, before the mask"),
     StepDoc("blocks.{i}.attn.mask", _BHQK, "boolean keep-mask as applied, True = attend (size-1 axes broadcast)"),
     StepDoc("blocks.{i}.attn.masked_scores", _BHQK, "scores with blocked cells set to -inf"),
     StepDoc("blocks.{i}.attn.weights", _BHQK, "softmax over keys; fully masked rows are all zero"),
     StepDoc("blocks.{i}.attn.z", ("batch", "heads", "q_len", "d_head"), "weights @ v (kv heads repeated for grouped-query)"),
     StepDoc("blocks.{i}.attn.out", _BTD, "heads merged and put through the output projection"),
+    StepDoc("blocks.{i}.ln1_post.out", _BTD, "norm of attn.out before it joins the residual (gemma2/3 sandwich norms, olmo2)", _DEC),
     StepDoc("blocks.{i}.resid_mid", _BTD, "residual stream after the attention sublayer (absent with parallel residual)"),
     StepDoc("blocks.{i}.ln_cross.out", _BTD, "norm around cross-attention (before it when pre-norm; after its residual when post-norm)", _S2S),
     StepDoc("blocks.{i}.cross_attn.q", ("batch", "heads", "pos", "d_head"), "cross-attention queries, from the decoder stream", _S2S),
@@ -81,11 +88,18 @@ CATALOGUE: tuple[StepDoc, ...] = (
     StepDoc("blocks.{i}.mlp.up", ("batch", "pos", "d_ff"), "linear (up) branch of a gated MLP"),
     StepDoc("blocks.{i}.mlp.post", ("batch", "pos", "d_ff"), "after the activation (times up when gated)"),
     StepDoc("blocks.{i}.mlp.out", _BTD, "after the down projection"),
+    StepDoc("blocks.{i}.mlp.router.logits", ("batch", "pos", "experts"), "MoE: router scores per expert, x @ W_router", _DEC),
+    StepDoc("blocks.{i}.mlp.router.experts", ("batch", "pos", "top_k"), "MoE: the chosen experts (int64), most probable first", _DEC),
+    StepDoc("blocks.{i}.mlp.router.weights", ("batch", "pos", "top_k"), "MoE: their softmax probabilities (renormalised when the model says so)", _DEC),
+    StepDoc("blocks.{i}.mlp.expert_out", ("batch", "pos", "top_k", "d_model"), "MoE: each chosen expert's output for the token (run on routed tokens only), before weighting; mlp.out is their weighted sum", _DEC),
+    StepDoc("blocks.{i}.ln2_post.out", _BTD, "norm of mlp.out before it joins the residual (gemma2/3 sandwich norms, olmo2)", _DEC),
     StepDoc("blocks.{i}.resid_post", _BTD, "residual stream leaving block i"),
     StepDoc("final_norm.out", _BTD, "final norm (absent in post-norm models such as BERT and BART)"),
+    StepDoc("project_out", ("batch", "pos", "d_embed"), "OPT with word_embed_proj_dim != hidden_size: last stream @ W_project_out, what the head reads", _DEC),
     StepDoc("head.dense", _BTD, "MLM head: dense projection of the last block's output", _ENC),
     StepDoc("head.act", _BTD, "MLM head: after its activation", _ENC),
     StepDoc("head.ln.out", _BTD, "MLM head: LayerNorm, the vector the tied decoder reads", _ENC),
+    StepDoc("logits.raw", ("batch", "pos", "vocab"), "gemma2: logits before final soft-capping (logits is tanh(raw / cap) * cap)", _DEC),
     StepDoc("logits", ("batch", "pos", "vocab"), "unembedding: final_norm.out @ W_U (MLM: head.ln.out @ W_E^T + b; T5 tied: scaled by d_model^-0.5 first); decoder positions in an encoder-decoder model"),
     StepDoc("probs", ("batch", "pos", "vocab"), "softmax of logits over the vocabulary"),
     StepDoc("pooled", ("batch", "d_model"), "encoder without a head: the declared sentence embedding (sentence-transformers pooling, else mean over real tokens)", _ENC),

@@ -39,7 +39,7 @@ def rows_transposed(hf_name: str, start: int, stop: int) -> Source:
 def expected_shapes(spec: Spec) -> dict[str, tuple[int, ...]]:
     """Every canonical weight the engine reads, with its shape. Encoder-decoder models prefix each
     stack's weights with `encoder.` / `decoder.`; the token embedding `embed.W_E` is shared."""
-    shapes: dict[str, tuple[int, ...]] = {"embed.W_E": (spec.vocab_size, spec.d_model)}
+    shapes: dict[str, tuple[int, ...]] = {"embed.W_E": (spec.vocab_size, spec.d_embed or spec.d_model)}
     if spec.encoder is not None:
         shapes.update(stack_shapes(spec.encoder, "encoder."))
         shapes.update(stack_shapes(spec, "decoder."))
@@ -49,11 +49,19 @@ def expected_shapes(spec: Spec) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _norm_shapes(name: str, spec: Spec) -> dict[str, tuple[int, ...]]:
-    shapes = {name + ".w": (spec.d_model,)}
+def _norm_shapes(name: str, spec: Spec, width: int | None = None) -> dict[str, tuple[int, ...]]:
+    width = width or spec.d_model
+    shapes = {name + ".w": (width,)}
     if spec.norm == "layernorm":
-        shapes[name + ".b"] = (spec.d_model,)
+        shapes[name + ".b"] = (width,)
     return shapes
+
+
+def block_norms(spec: Spec) -> tuple[str, ...]:
+    """The norms of one block, by where they sit (norm_placement, shared parallel norm, cross-attention)."""
+    norms = {"sandwich": ("ln1", "ln1_post", "ln2", "ln2_post"), "after": ("ln1_post", "ln2_post")}.get(
+        spec.norm_placement, ("ln1",) if spec.shared_norm else ("ln1", "ln2"))
+    return norms + (("ln_cross",) if spec.cross_attention else ())
 
 
 def stack_shapes(spec: Spec, prefix: str) -> dict[str, tuple[int, ...]]:
@@ -61,6 +69,9 @@ def stack_shapes(spec: Spec, prefix: str) -> dict[str, tuple[int, ...]]:
     d, f = spec.d_model, spec.d_ff
     q_out, kv_out = spec.n_heads * spec.d_head, spec.n_kv_heads * spec.d_head
     shapes: dict[str, tuple[int, ...]] = {}
+    if spec.d_embed is not None:
+        shapes["project_in.W"] = (spec.d_embed, d)
+        shapes["project_out.W"] = (d, spec.d_embed)
     if spec.positions == "learned":
         shapes[prefix + "embed.W_pos"] = (spec.max_positions + spec.position_offset, d)
     if spec.token_types:
@@ -72,7 +83,7 @@ def stack_shapes(spec: Spec, prefix: str) -> dict[str, tuple[int, ...]]:
     sublayers = ("attn", "cross_attn") if spec.cross_attention else ("attn",)
     for i in range(spec.n_layers):
         p = f"{prefix}blocks.{i}."
-        for norm in ("ln1", "ln2") + (("ln_cross",) if spec.cross_attention else ()):
+        for norm in block_norms(spec):
             shapes.update(_norm_shapes(p + norm, spec))
         for part in sublayers:
             a = p + part + "."
@@ -81,6 +92,13 @@ def stack_shapes(spec: Spec, prefix: str) -> dict[str, tuple[int, ...]]:
                 shapes.update({a + "b_q": (q_out,), a + "b_k": (kv_out,), a + "b_v": (kv_out,)})
             if spec.o_bias:
                 shapes[a + "b_o"] = (d,)
+            if spec.qk_norm != "none" and part == "attn":
+                per_head = spec.qk_norm == "head"
+                shapes.update(_norm_shapes(a + "q_norm", spec, spec.d_head if per_head else q_out))
+                shapes.update(_norm_shapes(a + "k_norm", spec, spec.d_head if per_head else kv_out))
+        if spec.moe is not None and spec.moe.on(i):
+            shapes.update(moe_shapes(spec, p))
+            continue
         shapes[p + "mlp.W_in"] = (d, f)
         if spec.mlp == "gated":
             shapes[p + "mlp.W_up"] = (d, f)
@@ -93,6 +111,16 @@ def stack_shapes(spec: Spec, prefix: str) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def moe_shapes(spec: Spec, p: str) -> dict[str, tuple[int, ...]]:
+    """One MoE layer: the router [d_model, n_experts] and each expert's gated MLP."""
+    d, m = spec.d_model, spec.moe
+    shapes: dict[str, tuple[int, ...]] = {p + "mlp.W_router": (d, m.n_experts)}
+    for e in range(m.n_experts):
+        x = f"{p}mlp.experts.{e}."
+        shapes.update({x + "W_in": (d, m.d_expert), x + "W_up": (d, m.d_expert), x + "W_out": (m.d_expert, d)})
+    return shapes
+
+
 def head_shapes(spec: Spec) -> dict[str, tuple[int, ...]]:
     """The output head: the unembedding (and the MLM transform before it); nothing for head "none"."""
     d, v = spec.d_model, spec.vocab_size
@@ -101,7 +129,7 @@ def head_shapes(spec: Spec) -> dict[str, tuple[int, ...]]:
         return shapes
     if spec.head == "mlm":
         shapes.update({"head.W_dense": (d, d), "head.b_dense": (d,), "head.ln.w": (d,), "head.ln.b": (d,)})
-    shapes["unembed.W_U"] = (d, v)
+    shapes["unembed.W_U"] = (spec.d_embed or d, v)
     if spec.head_bias:
         shapes["unembed.b_U"] = (v,)
     return shapes

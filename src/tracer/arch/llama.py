@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from tracer.arch.canonical import Source, transposed
 from tracer.arch.spec import RopeSpec, Spec
-from tracer.checkpoint.config import cfg_bool, cfg_choice, cfg_float, cfg_int, cfg_size, rope_parameters
+from tracer.checkpoint.config import cfg_bool, cfg_choice, cfg_float, cfg_int, cfg_list, cfg_size, rope_parameters
 
 # HF tensors a Llama-layout checkpoint may hold that tracer knowingly does not use (see checkpoint.agreement)
 IGNORED = ("*.rotary_emb.inv_freq",)
@@ -33,22 +35,38 @@ def activation(cfg: dict, family: str, *keys: str) -> str:
     return HF_ACTIVATIONS[cfg_choice(cfg, present, family, HF_ACTIVATIONS)]
 
 
-def rope_spec(cfg: dict, d_head: int, family: str) -> RopeSpec:
-    rp = rope_parameters(cfg, family=family)
-    kind = cfg_choice(rp, "rope_type", family, ("default", "linear", "llama3"))
-    factor = cfg_float(rp, "partial_rotary_factor", family, above=0.0, maximum=1.0)
+ROPE_TYPES = ("default", "linear", "llama3", "dynamic", "yarn", "longrope")
+
+
+def rope_spec(cfg: dict, d_head: int, family: str, params: dict | None = None) -> RopeSpec:
+    """The rotary embedding a config declares (`params`: one layer type's rope_parameters, gemma3)."""
+    rp = params if params is not None else rope_parameters(cfg, family=family)
+    kind = cfg_choice(rp, "rope_type", family, ROPE_TYPES, default="default")
+    factor = cfg_float(rp, "partial_rotary_factor", family, above=0.0, maximum=1.0, default=1.0)
     rotary_dim = int(d_head * factor)
     if rotary_dim < 2 or rotary_dim % 2:
         raise TracerError(f"config.json ({family}): partial_rotary_factor {factor:g} of head_dim {d_head} gives "
                           f"{rotary_dim} rotary dims, expected an even number >= 2")
-    extra = {}
-    if kind in ("linear", "llama3"):
+    top = cfg_size(cfg, "max_position_embeddings", family, "positions", default=None)
+    # transformers: a top-level original_max_position_embeddings (phi3) wins over the one in rope_parameters
+    original = (cfg_size(cfg, "original_max_position_embeddings", family, "positions", default=None)
+                or cfg_size(rp, "original_max_position_embeddings", family, "positions", default=None) or top)
+    extra: dict = {}
+    if kind in ("linear", "llama3", "dynamic"):
         extra["factor"] = cfg_float(rp, "factor", family, above=0.0)
     if kind == "llama3":
         low = cfg_float(rp, "low_freq_factor", family, above=0.0)
         high = cfg_float(rp, "high_freq_factor", family, above=low)
         extra.update(low_freq_factor=low, high_freq_factor=high,
                      original_max_positions=cfg_size(rp, "original_max_position_embeddings", family, "positions"))
+    if kind in ("dynamic", "yarn", "longrope") and (top is None or original is None):
+        raise TracerError(f"config.json ({family}): rope type {kind} needs max_position_embeddings")
+    if kind == "dynamic":
+        extra["max_positions"] = top
+    if kind == "yarn":
+        extra.update(_yarn_fields(rp, top, original, family))
+    if kind == "longrope":
+        extra.update(_longrope_fields(rp, top, original, rotary_dim, family))
     theta = cfg_float(rp, "rope_theta", family, above=0.0)
     return RopeSpec(theta=theta, rotary_dim=rotary_dim, scaling=kind, **extra)
 
@@ -62,6 +80,43 @@ def head_sizes(cfg: dict, family: str, d_model: int, n_heads: int, key: str | No
         raise TracerError(f"config.json ({family}): hidden_size {d_model} is not a multiple of "
                           f"num_attention_heads {n_heads}, and there is no head_dim")
     return d_model // n_heads
+
+
+def _yarn_fields(rp: dict, top: int, original: int, family: str) -> dict:
+    """transformers' _compute_yarn_parameters: factor, attention factor (mscale), correction range inputs."""
+    factor = cfg_float(rp, "factor", family, above=0.0, default=None) or top / original
+    attention = cfg_float(rp, "attention_factor", family, above=0.0, default=None)
+    if attention is None:
+        mscale = cfg_float(rp, "mscale", family, default=None)
+        mscale_all = cfg_float(rp, "mscale_all_dim", family, default=None)
+        attention = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all) if mscale and mscale_all else _yarn_mscale(factor)
+    return dict(factor=factor, attention_factor=float(attention), original_max_positions=original,
+                beta_fast=cfg_float(rp, "beta_fast", family, above=0.0, default=None) or 32.0,
+                beta_slow=cfg_float(rp, "beta_slow", family, above=0.0, default=None) or 1.0,
+                truncate=cfg_bool(rp, "truncate", family, default=True))
+
+
+def _yarn_mscale(scale: float, mscale: float = 1) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _longrope_fields(rp: dict, top: int, original: int, rotary_dim: int, family: str) -> dict:
+    """transformers' _compute_longrope_parameters: short/long factors and the attention factor."""
+    half = rotary_dim // 2
+    short, long = (tuple(_positive_numbers(cfg_list(rp, key, family, length=half), key, family))
+                   for key in ("short_factor", "long_factor"))
+    factor = cfg_float(rp, "factor", family, above=0.0, default=None) or top / original
+    attention = cfg_float(rp, "attention_factor", family, above=0.0, default=None)
+    if attention is None:
+        attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+    return dict(factor=factor, attention_factor=float(attention), original_max_positions=original,
+                short_factor=short, long_factor=long)
+
+
+def _positive_numbers(values: list, key: str, family: str) -> list[float]:
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in values):
+        raise TracerError(f"config.json ({family}): {key} must hold finite numbers > 0")
+    return [float(v) for v in values]
 
 
 def llama_spec(cfg: dict, family: str, **overrides) -> Spec:

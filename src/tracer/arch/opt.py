@@ -1,4 +1,5 @@
-"""OPT: learned positions stored with an offset of 2, ReLU MLP, pre- or post-norm (`do_layer_norm_before`)."""
+"""OPT: learned positions stored with an offset of 2, ReLU MLP, pre- or post-norm (`do_layer_norm_before`),
+and in opt-350m narrower embeddings projected in and out (`word_embed_proj_dim`)."""
 
 from tracer.arch.canonical import Source, transposed
 from tracer.arch.llama import activation, head_source
@@ -12,8 +13,8 @@ def spec_from_config(cfg: dict) -> Spec:
     heads = cfg_size(cfg, "num_attention_heads", "opt", "heads")
     if d % heads:
         raise TracerError(f"config.json (opt): hidden_size {d} is not a multiple of num_attention_heads {heads}")
-    if cfg.get("word_embed_proj_dim") not in (None, d):
-        raise TracerError("opt: word_embed_proj_dim != hidden_size (project_in/out, as in opt-350m) is not supported yet")
+    proj = cfg_size(cfg, "word_embed_proj_dim", "opt", "d_model", default=None)
+    d_embed = proj if proj not in (None, d) else None  # opt-350m: embeddings projected in and out
     if cfg.get("layer_norm_elementwise_affine") is False:
         raise TracerError("opt: layer_norm_elementwise_affine=false is not supported yet")
     pre = cfg_bool(cfg, "do_layer_norm_before", "opt", default=True)
@@ -41,6 +42,7 @@ def spec_from_config(cfg: dict) -> Spec:
         activation=activation(cfg, "opt", "activation_function"),
         mlp_bias=bias,
         tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", "opt", default=True),
+        d_embed=d_embed,
     )
 
 
@@ -66,5 +68,8 @@ def weight_sources(spec: Spec) -> dict[str, Source]:
     if spec.final_norm:
         src["final_norm.w"] = Source("model.decoder.final_layer_norm.weight")
         src["final_norm.b"] = Source("model.decoder.final_layer_norm.bias")
+    if spec.d_embed is not None:  # nn.Linear weights [out, in] -> [in, out]
+        src["project_in.W"] = transposed("model.decoder.project_in.weight")
+        src["project_out.W"] = transposed("model.decoder.project_out.weight")
     src["unembed.W_U"] = head_source(spec, "model.decoder.embed_tokens.weight", "lm_head.weight")
     return src

@@ -9,11 +9,18 @@ from dataclasses import asdict, dataclass, field
 class RopeSpec:
     theta: float
     rotary_dim: int  # leading dims of each head that rotate (partial rotary: < d_head)
-    scaling: str = "default"  # default | linear | llama3
+    scaling: str = "default"  # default | linear | llama3 | dynamic | yarn | longrope
     factor: float = 1.0
     low_freq_factor: float = 1.0  # llama3
     high_freq_factor: float = 4.0  # llama3
-    original_max_positions: int = 8192  # llama3
+    original_max_positions: int = 8192  # llama3, yarn; longrope: the length past which the long factors apply
+    max_positions: int | None = None  # dynamic: the config's max_position_embeddings, past which it rescales
+    attention_factor: float = 1.0  # yarn, longrope: cos and sin are multiplied by it
+    beta_fast: float = 32.0  # yarn
+    beta_slow: float = 1.0  # yarn
+    truncate: bool = True  # yarn: round the correction range outward
+    short_factor: tuple[float, ...] = ()  # longrope: per-frequency divisors up to original_max_positions
+    long_factor: tuple[float, ...] = ()  # longrope: past it
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,20 @@ class PoolingSpec:
 
 
 @dataclass(frozen=True)
+class MoeSpec:
+    """Mixture of experts in place of the MLP: a router picks top_k of n_experts gated MLPs per token."""
+
+    n_experts: int
+    top_k: int
+    d_expert: int  # each expert's hidden width
+    normalize: bool = True  # renormalise the top-k probabilities to sum to 1 (mixtral; qwen3_moe norm_topk_prob)
+    layers: tuple[bool, ...] = ()  # per layer: True = MoE, False = the dense MLP (qwen3_moe mlp_only_layers); () = all
+
+    def on(self, layer: int) -> bool:
+        return self.layers[layer] if self.layers else True
+
+
+@dataclass(frozen=True)
 class Spec:
     family: str
     d_model: int
@@ -48,13 +69,15 @@ class Spec:
     norm: str  # "layernorm" | "rmsnorm"
     norm_eps: float
     norm_offset: float = 0.0  # gemma: x * (1 + w)
-    norm_placement: str = "pre"  # "pre" | "post"
+    # "pre" | "post" | "sandwich" (gemma2: before and after each sublayer) | "after" (olmo2: after each sublayer only)
+    norm_placement: str = "pre"
     final_norm: bool = True
     # positions
     positions: str = "rotary"  # "learned" | "rotary" | "relative" (T5 buckets)
     position_offset: int = 0  # OPT and BART store learned positions shifted by 2, RoBERTa by padding_idx + 1
     position_rule: str = "mask"  # "mask": cumsum(mask) - 1 | "index": 0..n-1 whatever the padding (BERT, BART)
     rope: RopeSpec | None = None
+    rope_local: RopeSpec | None = None  # gemma3: the rotary of sliding-window layers, when it differs
     relative_bias: RelativeBiasSpec | None = None
     token_types: int = 0  # rows of the segment-embedding table (BERT: 2); 0 = none
     embed_norm: bool = False  # LayerNorm after the embedding sum (BERT, BART)
@@ -63,16 +86,22 @@ class Spec:
     qkv_bias: bool = False
     o_bias: bool = False
     attn_scale: float | None = None  # None: 1/sqrt(d_head)
+    qk_norm: str = "none"  # "none" | "head" (each head over d_head: qwen3, gemma3) | "full" (whole projection: olmo2)
+    attn_softcap: float | None = None  # gemma2: scores -> tanh(scores / cap) * cap before the mask
     sliding_window: tuple[int | None, ...] = ()  # per layer: None = full attention
     # MLP
     mlp: str = "gated"  # "gated" | "plain"
     activation: str = "silu"  # silu | gelu | gelu_tanh | relu
     mlp_bias: bool = False
+    moe: MoeSpec | None = None  # mixture of experts (mixtral, qwen3_moe)
     # residual stream
     residual: str = "sequential"  # "sequential" | "parallel"
+    shared_norm: bool = False  # parallel residual with one norm feeding attention and MLP (phi-1/2)
     embed_scale: float | None = None  # gemma: sqrt(d_model), applied in the compute dtype
     tied_embeddings: bool = False
     head_bias: bool = False
+    logit_softcap: float | None = None  # gemma2: logits -> tanh(logits / cap) * cap
+    d_embed: int | None = None  # OPT word_embed_proj_dim != hidden_size: embeddings projected in and out
     # route and output
     route: str = "decoder"  # "decoder" | "encoder" (bidirectional, no cross) | "encoder-decoder"
     head: str = "lm"  # "lm": logits over the vocabulary | "mlm": dense, act, norm, tied decoder | "none": pooled

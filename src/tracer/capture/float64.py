@@ -11,36 +11,64 @@ throughout and tracer's float64 mode can be held to 1e-10.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 from tracer.errors import TracerError
 
 
 def recompute_rotary_in_float64(model) -> int:
-    """Recompute every rotary module's inv_freq in float64; returns how many there were.
+    """Recompute every rotary module's inv_freq in float64; returns how many tables were rebuilt.
 
     transformers builds inv_freq in float32 outright (`dtype=torch.float`), so its
     own init function is rerun under `float32_as_float64`: the same code,
     widened, not a reimplementation. The forward must run under that mode too.
+    Modules with one table per layer type (Gemma-3: `sliding_attention_inv_freq`)
+    are rebuilt table by table. Length-dependent types (dynamic, longrope) keep
+    their float64 table as the `original_inv_freq` they fall back to; see
+    `needs_float64_default` for what they recompute during the forward.
     """
+    changed = 0
+    for module in model.modules():
+        if not type(module).__name__.endswith("RotaryEmbedding"):
+            continue
+        if isinstance(getattr(module, "rope_type", None), dict):
+            for layer_type, kind in module.rope_type.items():
+                _rebuild(module, kind, f"{layer_type}_", layer_type=layer_type)
+                changed += 1
+        elif hasattr(module, "inv_freq"):
+            _rebuild(module, module.rope_type, "")
+            changed += 1
+    return changed
+
+
+_WIDENABLE = ("default", "linear", "llama3", "yarn", "longrope", "dynamic")
+
+
+def _rebuild(module, kind: str, prefix: str, **layer) -> None:
     import torch
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    changed = 0
-    for module in model.modules():
-        if not (type(module).__name__.endswith("RotaryEmbedding") and hasattr(module, "inv_freq")):
-            continue
-        if module.rope_type == "default":
-            init = module.compute_default_rope_parameters
-        elif module.rope_type in ("linear", "llama3"):  # static inv_freq; dynamic types rescale per call
-            init = ROPE_INIT_FUNCTIONS[module.rope_type]
-        else:
-            raise TracerError(f"cannot widen rope type {module.rope_type!r} to float64", hint="pass widen_float32=False")
-        with float32_as_float64():
-            inv_freq, module.attention_scaling = init(module.config)
-        module.inv_freq = inv_freq.to(torch.float64)
-        changed += 1
-    return changed
+    if kind not in _WIDENABLE:
+        raise TracerError(f"cannot widen rope type {kind!r} to float64", hint="pass widen_float32=False")
+    init = module.compute_default_rope_parameters if kind == "default" else ROPE_INIT_FUNCTIONS[kind]
+    with float32_as_float64():
+        inv_freq, scaling = init(module.config, **layer)
+    inv_freq = inv_freq.to(torch.float64)
+    if prefix:
+        setattr(module, f"{prefix}attention_scaling", scaling)
+    else:
+        module.attention_scaling = scaling
+    setattr(module, f"{prefix}inv_freq", inv_freq)
+    if hasattr(module, f"{prefix}original_inv_freq"):
+        setattr(module, f"{prefix}original_inv_freq", inv_freq.clone())
+
+
+def needs_float64_default(model) -> bool:
+    """A dynamic rope recomputes inv_freq in the forward from `factor * seq_len`, which torch types by its
+    default dtype: a float64 capture must make that float64 too."""
+    return any(type(m).__name__.endswith("RotaryEmbedding") and "dynamic" in str(getattr(m, "rope_type", ""))
+               for m in model.modules())
 
 
 def float32_as_float64():
@@ -62,3 +90,16 @@ def _float32_as_float64_class():
             return func(*args, **kwargs)
 
     return Float32AsFloat64
+
+
+@contextlib.contextmanager
+def default_dtype(dtype):
+    """torch's default dtype set for the duration (restored after)."""
+    import torch
+
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)

@@ -19,9 +19,9 @@ from typing import Sequence
 
 import numpy as np
 
-from tracer.arch.hf_names import CONDITIONS, FUSED_QKV, HF_NAMES, hf_module, hf_source
+from tracer.arch.hf_names import CONDITIONS, FUSED_QKV, HEADS_FIRST, HF_NAMES, _template_of, hf_module, hf_source
 from tracer.capture import hf_routes
-from tracer.capture.float64 import float32_as_float64, recompute_rotary_in_float64
+from tracer.capture.float64 import default_dtype, float32_as_float64, needs_float64_default, recompute_rotary_in_float64
 from tracer.capture.meta import describe_tokens, file_sha256
 from tracer.errors import TracerError
 from tracer.masks.build import positions_from_mask
@@ -147,7 +147,8 @@ def load_model(model_dir: Path, dtype: str):
         config = transformers.AutoConfig.from_pretrained(model_dir, trust_remote_code=False)
         auto = hf_routes.auto_class(transformers, config)
         model = auto.from_pretrained(model_dir, attn_implementation="eager", dtype=getattr(torch, dtype),
-                                     use_safetensors=True, trust_remote_code=False)  # never unpickle, never run its code
+                                     use_safetensors=True, trust_remote_code=False,
+                                     **_eager_experts(config))  # never unpickle, never run its code
     except (OSError, ValueError, KeyError) as e:
         raise TracerError(f"{model_dir}: transformers could not load it: {e}") from None
     model.eval()
@@ -155,6 +156,12 @@ def load_model(model_dir: Path, dtype: str):
     if family not in FAMILIES:
         raise TracerError(f"capture does not know family {family!r}", hint=f"known: {', '.join(FAMILIES)}")
     return model, family
+
+
+def _eager_experts(config) -> dict:
+    """MoE models: the per-expert loop (transformers' eager experts), not grouped_mm, which has no float64."""
+    moe = any(getattr(config, k, None) for k in ("num_local_experts", "num_experts"))
+    return {"experts_implementation": "eager"} if moe else {}
 
 
 def _check_inputs(ids, attention_mask, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -212,13 +219,17 @@ def step_order(family: str, config, headless: bool = False) -> list[str]:
             stack = head
             if _condition_holds(family, template, config):
                 block.append(template)
-        elif template and hf_source(family, template, headless) is not None:
+        elif template and hf_source(family, template, headless) is not None and _condition_holds(family, template, config):
             order.append(template)
+    if "logits.raw" in order and "logits" not in order:  # gemma2: capped logits come from the outputs only
+        order.append("logits")
     return order + (["pooled"] if headless else ["probs"])
 
 
 def _condition_holds(family: str, template: str, config) -> bool:
     condition = CONDITIONS.get((family, template))
+    if callable(condition):  # a predicate on the config (opt-350m's projections)
+        return bool(condition(config))
     return condition is None or getattr(config, condition[0], None) == condition[1]
 
 
@@ -250,7 +261,11 @@ def run_forward(model, family: str, ids, mask, positions, widen_float32: bool = 
     if not headless:
         kwargs["use_cache"] = False
     try:
-        with float32_as_float64() if widen_float32 else contextlib.nullcontext():
+        with contextlib.ExitStack() as modes:
+            if widen_float32:
+                modes.enter_context(float32_as_float64())
+                if needs_float64_default(model):  # a dynamic rope recomputes from the length in the forward
+                    modes.enter_context(default_dtype(torch.float64))
             out = model(**kwargs, output_hidden_states=True, output_attentions=True)
     finally:
         for handle in handles:
@@ -258,7 +273,7 @@ def run_forward(model, family: str, ids, mask, positions, widen_float32: bool = 
 
     from_hooks = {}
     for name in step_order(family, config, headless):
-        if name in ("probs", "pooled"):
+        if name in ("probs", "pooled") or hf_source(family, name, headless) is None:  # gemma2's capped logits
             continue
         module, take = hf_source(family, name, headless)
         value = _take(records[module], take)
@@ -278,7 +293,9 @@ def run_forward(model, family: str, ids, mask, positions, widen_float32: bool = 
         from_outputs[f"blocks.{i}.resid_post"] = (_np(hidden[i + 1]), f"hf:hidden_states[{i + 1}]")
     for i, weights in enumerate(out.attentions):
         from_outputs[f"blocks.{i}.attn.weights"] = (_np(weights), f"hf:attentions[{i}]")
-    from_outputs["final_norm.out"] = (_np(hidden[-1]), f"hf:hidden_states[{n_layers}]")
+    order = step_order(family, config, headless)
+    last = next(n for n in ("project_out", "final_norm.out", f"blocks.{n_layers - 1}.resid_post") if n in order)
+    from_outputs[last] = (_np(hidden[-1]), f"hf:hidden_states[{n_layers}]")  # the model's last_hidden_state
     from_outputs["logits"] = (_np(out.logits), "hf:logits")
     from_outputs["probs"] = (_np(torch.softmax(out.logits, dim=-1)), "softmax(logits)")
     return from_hooks, from_outputs
@@ -299,7 +316,7 @@ def _install_hooks(model, family: str, config, headless: bool = False) -> tuple[
     modules = dict(model.named_modules())
     paths = set()
     for name in step_order(family, config, headless):
-        if name not in ("probs", "pooled"):
+        if name not in ("probs", "pooled") and hf_source(family, name, headless) is not None:
             paths.add(hf_source(family, name, headless)[0])
     records: dict[str, _Record] = {}
     handles = []
@@ -360,6 +377,8 @@ def _to_layout(value, name: str, take: str, family: str, config, batch_pos: tupl
             gate, up = value.chunk(2, dim=-1)
             return _np(gate if part == "gate" else up)
         return _np(split_qkv(value, part, FUSED_QKV[family], *head_sizes(config)))
+    if (family, _template_of(name)[0]) in HEADS_FIRST:  # gemma3 norms q/k after the transpose
+        return _np(value)
     if axes[1] in ("heads", "kv_heads") and axes[-1] == "d_head":
         _, _, d_head = head_sizes(config)  # [batch, len, heads*d_head] -> [batch, heads, len, d_head]
         rows, length = value.shape[:2]  # decoder and cross-attention steps have their own lengths

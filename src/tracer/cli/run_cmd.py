@@ -82,7 +82,7 @@ def run(
     lens: bool = typer.Option(False, "--lens", help="Add the logit lens: each layer's residual read through the final norm and head."),
     values: bool = typer.Option(False, "--values", help="Add elided values (first and last few along each axis) of the selected steps."),
     cost: bool = typer.Option(False, "--cost", help="Add the measured time of each step beside its FLOPs, so the slow steps stand out (see tracer cost)."),
-    only: Optional[List[str]] = typer.Option(None, "--only", help="Show only these sections: model, tokens, steps, values, mask, attention, top_k, pooled, lens, cost."),
+    only: Optional[List[str]] = typer.Option(None, "--only", help="Show only these sections: model, tokens, steps, values, mask, attention, routing, top_k, pooled, lens, cost."),
     batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the tokens, mask, attention and distribution show."),
     mask: Optional[str] = typer.Option(None, "--mask", help="Run with this mask instead of the one tracer builds: a literal, FILE.npy or FILE.npz:KEY, read in --mask-convention (see tracer mask)."),
     mask_convention: Optional[str] = typer.Option(None, "--mask-convention", help="The convention --mask is written in, e.g. hf-2d, torch-sdpa-bool, torch-mha-bool (tracer mask --list)."),
@@ -227,6 +227,7 @@ def show(console, report: dict) -> None:
     from tracer.render.cost_view import render_measured
     from tracer.render.distribution_view import render_distribution, render_lens
     from tracer.render.model_card import render_model_card
+    from tracer.render.routing_view import render_routing
     from tracer.render.shape_flow import render_shape_flow
     from tracer.render.tokens_view import render_tokens
     from tracer.render.values_view import render_values
@@ -242,6 +243,7 @@ def show(console, report: dict) -> None:
         "values": lambda n: render_values(report["values"], n),
         "mask": lambda n: _masks(report, labels, n),
         "attention": lambda n: render_attention(report["attention"], n),
+        "routing": lambda n: render_routing(report.get("routing"), n),
         "top_k": lambda n: render_distribution(report, n),
         "pooled": lambda n: render_pooled(report["pooled"], n),
         "lens": lambda n: render_lens(report["lens"], n),

@@ -25,6 +25,7 @@ from tracer.arch.spec import Spec
 NORM_OPS = {"layernorm": 7, "rmsnorm": 4}  # layernorm: mean, centre, square, sum, divide, scale, shift
 SOFTMAX_OPS = 5  # max, subtract, exp, sum, divide
 ROTARY_OPS = 3  # x·cos + rotate_half(x)·sin, per rotated element
+SOFTCAP_OPS = 3  # divide, tanh, multiply (gemma2's soft-capping)
 ACTIVATION_OPS = {"relu": 1, "silu": 4, "gelu": 5, "gelu_tanh": 9}
 ELEMENTWISE = {
     "norm": "layernorm 7, rmsnorm 4 (+1 for Gemma's 1 + w) per element",
@@ -144,14 +145,25 @@ def _embed_out(spec: Spec, p: Pass, layer) -> StepCost:
     return StepCost(kind="elementwise")  # the token embeddings themselves: nothing computed
 
 
-EMBED: dict[str, Formula] = {"embed.tokens": _embed_tokens, "embed.token_types": _embed_tokens,
-                             "embed.positions": _embed_tokens, "embed.out": _embed_out}
+def _embed_lookup(spec: Spec, p: Pass, layer) -> StepCost:
+    """W_E[ids]: d_embed wide when the model projects its embeddings in (OPT-350m)."""
+    rows = p.tokens * (spec.d_embed or spec.d_model)
+    return StepCost(kind="gather", weight_bytes=rows * p.itemsize, act_bytes=rows * p.itemsize)
+
+
+def _project_in(spec: Spec, p: Pass, layer) -> StepCost:
+    return matmul(p, p.tokens, spec.d_embed, spec.d_model, False)
+
+
+EMBED: dict[str, Formula] = {"embed.tokens": _embed_lookup, "embed.token_types": _embed_tokens,
+                             "embed.positions": _embed_tokens, "embed.out": _embed_out, "embed.project_in": _project_in}
 
 
 def embed_steps(spec: Spec) -> tuple[str, ...]:
     types = ("embed.token_types",) if spec.token_types else ()
     positions = ("embed.positions",) if spec.positions == "learned" else ()
-    return ("embed.tokens", *types, *positions, "embed.out")
+    project = ("embed.project_in",) if spec.d_embed is not None else ()
+    return ("embed.tokens", *project, *types, *positions, "embed.out")
 
 
 # ---------- blocks ----------
@@ -179,6 +191,21 @@ def _rotary(heads: Callable[[Spec], int]) -> Formula:
 def _scores(spec: Spec, p: Pass, layer) -> StepCost:
     n = p.batch * spec.n_heads * pairs(spec, p, layer)  # q·kᵀ over every kept pair, then the scale
     return StepCost(kind="matmul", macs=n * spec.d_head, elementwise=n, act_bytes=n * p.itemsize, grows="n²")
+
+
+def _scores_or_capped(spec: Spec, p: Pass, layer) -> StepCost:
+    """attn.scores: q·kᵀ·scale, or with soft-capping (gemma2) tanh(raw / cap) · cap of attn.scores.raw."""
+    if spec.attn_softcap is None:
+        return _scores(spec, p, layer)
+    return elementwise(p, p.batch * spec.n_heads * pairs(spec, p, layer), SOFTCAP_OPS, grows="n²")
+
+
+def _qk_norm(heads: Callable[[Spec], int]) -> Formula:
+    def formula(spec: Spec, p: Pass, layer) -> StepCost:
+        width = spec.d_head if spec.qk_norm == "head" else heads(spec) * spec.d_head
+        return elementwise(p, p.tokens * heads(spec) * spec.d_head, norm_ops(spec),
+                           width * (2 if spec.norm == "layernorm" else 1))
+    return formula
 
 
 def _masked(spec: Spec, p: Pass, layer) -> StepCost:
@@ -268,7 +295,12 @@ BLOCK: dict[str, Formula] = {
     "attn.v": _kv,
     "attn.q_rot": _rotary(lambda s: s.n_heads),
     "attn.k_rot": _rotary(lambda s: s.n_kv_heads),
-    "attn.scores": _scores,
+    "attn.q_norm": _qk_norm(lambda s: s.n_heads),
+    "attn.k_norm": _qk_norm(lambda s: s.n_kv_heads),
+    "attn.scores.raw": _scores,
+    "attn.scores": _scores_or_capped,
+    "ln1_post.out": _norm,
+    "ln2_post.out": _norm,
     "attn.masked_scores": _masked,
     "attn.weights": _softmax_keys,
     "attn.z": _z,
@@ -302,23 +334,46 @@ def block_steps(spec: Spec) -> tuple[str, ...]:
     """The block's steps in the order the engine records them."""
     rotary = ("attn.q_rot", "attn.k_rot") if spec.positions == "rotary" else ()
     bias = ("attn.position_bias",) if spec.relative_bias is not None else ()
-    attn = ("attn.q", "attn.k", "attn.v", *rotary, *bias, "attn.scores", "attn.masked_scores", "attn.weights", "attn.z",
-            "attn.out")
+    qk = ("attn.q_norm", "attn.k_norm") if spec.qk_norm != "none" else ()
+    raw = ("attn.scores.raw",) if spec.attn_softcap is not None else ()
+    attn = ("attn.q", "attn.k", "attn.v", *qk, *rotary, *bias, *raw, "attn.scores", "attn.masked_scores",
+            "attn.weights", "attn.z", "attn.out")
     mlp = ("mlp.pre",) + (("mlp.up",) if spec.mlp == "gated" else ()) + ("mlp.post", "mlp.out")
+    if spec.moe is not None:  # every layer counted as a MoE layer (qwen3_moe's dense layers are not told apart)
+        mlp = MOE_STEPS
     cross = spec.cross_attention
+    if spec.norm_placement in ("sandwich", "after"):  # gemma2/3, olmo2: a norm on each sublayer's output
+        before = spec.norm_placement == "sandwich"
+        return (("ln1.out",) if before else ()) + attn + ("ln1_post.out", "resid_mid") + (
+            ("ln2.out",) if before else ()) + mlp + ("ln2_post.out", "resid_post")
     if spec.norm_placement == "post":
         cross_part = (*CROSS, "resid_cross", "ln_cross.out") if cross else ()
         return attn + ("resid_mid", "ln1.out") + cross_part + mlp + ("resid_post",)
     if spec.residual == "parallel":
-        return ("ln1.out",) + attn + ("ln2.out",) + mlp + ("resid_post",)
+        return ("ln1.out",) + attn + (() if spec.shared_norm else ("ln2.out",)) + mlp + ("resid_post",)
     cross_part = ("ln_cross.out", *CROSS, "resid_cross") if cross else ()
     return ("ln1.out",) + attn + ("resid_mid",) + cross_part + ("ln2.out",) + mlp + ("resid_post",)
 
 
+MOE_STEPS = ("mlp.router.logits", "mlp.router.experts", "mlp.router.weights", "mlp.expert_out", "mlp.out")
+
+
 # ---------- final norm and head ----------
 
+def _logits_or_capped(spec: Spec, p: Pass, layer) -> StepCost:
+    """logits, or with final soft-capping (gemma2) tanh(logits.raw / cap) · cap."""
+    if spec.logit_softcap is None:
+        return _logits(spec, p, layer)
+    return elementwise(p, p.tokens * spec.vocab_size, SOFTCAP_OPS)
+
+
+def _project_out(spec: Spec, p: Pass, layer) -> StepCost:
+    return matmul(p, p.tokens, spec.d_model, spec.d_embed, False)
+
+
 def _logits(spec: Spec, p: Pass, layer) -> StepCost:
-    cost = matmul(p, p.tokens, spec.d_model, spec.vocab_size, spec.head_bias)  # a tied head reads W_E here
+    width = spec.d_embed or spec.d_model  # OPT-350m's head reads project_out
+    cost = matmul(p, p.tokens, width, spec.vocab_size, spec.head_bias)  # a tied head reads W_E here
     if spec.logit_scale is not None:  # T5's tied head: the decoder output times d_model**-0.5 first
         cost.elementwise += p.tokens * spec.d_model
     return cost
@@ -347,17 +402,18 @@ def _pooled(spec: Spec, p: Pass, layer) -> StepCost:
                     act_bytes=p.batch * spec.d_model * p.itemsize)
 
 
-FINAL: dict[str, Formula] = {"final_norm.out": _norm}
-HEAD: dict[str, Formula] = {"logits": _logits, "probs": _probs, "head.dense": _head_dense, "head.act": _head_act,
+FINAL: dict[str, Formula] = {"final_norm.out": _norm, "project_out": _project_out}
+HEAD: dict[str, Formula] = {"logits.raw": _logits, "logits": _logits_or_capped, "probs": _probs, "head.dense": _head_dense, "head.act": _head_act,
                             "head.ln.out": _head_ln, "pooled": _pooled}
 
 
 def final_steps(spec: Spec) -> tuple[str, ...]:
-    return ("final_norm.out",) if spec.final_norm else ()
+    return (("final_norm.out",) if spec.final_norm else ()) + (("project_out",) if spec.d_embed is not None else ())
 
 
 def head_steps(spec: Spec) -> tuple[str, ...]:
     """lm: logits over the vocabulary; mlm: BERT's transform first; none: one pooled vector per row."""
     if spec.head == "none":
         return ("pooled",)
-    return (("head.dense", "head.act", "head.ln.out") if spec.head == "mlm" else ()) + ("logits", "probs")
+    raw = ("logits.raw",) if spec.logit_softcap is not None else ()
+    return (("head.dense", "head.act", "head.ln.out") if spec.head == "mlm" else ()) + raw + ("logits", "probs")

@@ -74,3 +74,32 @@ def moe_formulas(moe: MoE) -> dict[str, Formula]:
     if moe.n_shared:
         out["mlp.shared"] = shared
     return out
+
+
+def engine_moe_formulas() -> dict[str, Formula]:
+    """The MoE steps the engine records (mixtral, qwen3_moe), read from `spec.moe`: the router's logits,
+    its top-k pick and weights, the chosen experts' outputs, and mlp.out (their weighted sum)."""
+
+    def logits(spec: Spec, p: Pass, layer) -> StepCost:
+        return matmul(p, p.tokens, spec.d_model, spec.moe.n_experts, False)
+
+    def experts(spec: Spec, p: Pass, layer) -> StepCost:  # softmax over the experts, the top-k pick
+        return StepCost(kind="elementwise", elementwise=p.tokens * spec.moe.n_experts * (SOFTMAX_OPS + 1),
+                        act_bytes=p.tokens * spec.moe.top_k * p.itemsize)
+
+    def weights(spec: Spec, p: Pass, layer) -> StepCost:  # gathered (and renormalised)
+        n = p.tokens * spec.moe.top_k
+        return StepCost(kind="elementwise", elementwise=n * (2 if spec.moe.normalize else 0), act_bytes=n * p.itemsize)
+
+    def expert_out(spec: Spec, p: Pass, layer) -> StepCost:
+        through = p.tokens * spec.moe.top_k
+        cost = _expert_mlp(spec, p, through, spec.moe.d_expert, min(spec.moe.n_experts, through))
+        cost.act_bytes = through * spec.d_model * p.itemsize
+        return cost
+
+    def out(spec: Spec, p: Pass, layer) -> StepCost:  # weight each chosen expert's output and sum them
+        return StepCost(kind="elementwise", elementwise=2 * p.tokens * spec.moe.top_k * spec.d_model,
+                        act_bytes=p.tokens * spec.d_model * p.itemsize)
+
+    return {"mlp.router.logits": logits, "mlp.router.experts": experts, "mlp.router.weights": weights,
+            "mlp.expert_out": expert_out, "mlp.out": out}

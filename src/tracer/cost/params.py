@@ -5,6 +5,7 @@ An encoder-decoder model counts both stacks; its token embedding is shared, so i
 
 from __future__ import annotations
 
+from tracer.arch.canonical import block_norms
 from tracer.arch.spec import Spec
 
 GROUPS = ("embeddings", "attention", "mlp", "norms", "head")
@@ -27,7 +28,10 @@ def position_parameters(spec: Spec) -> int:
 
 
 def embedding_parameters(spec: Spec) -> int:
-    return spec.vocab_size * spec.d_model + sum(position_parameters(s) for s in stacks(spec))
+    """Token embeddings (d_embed wide in OPT-350m, with its project_in and project_out), positions, segments."""
+    width = spec.d_embed or spec.d_model
+    projections = 2 * width * spec.d_model if spec.d_embed is not None else 0
+    return spec.vocab_size * width + projections + sum(position_parameters(s) for s in stacks(spec))
 
 
 def attention_parameters(spec: Spec) -> int:
@@ -44,16 +48,34 @@ def mlp_parameters(spec: Spec) -> int:
     return (ins + 1) * d * f + ((ins * f + d) if spec.mlp_bias else 0)
 
 
+def layer_mlp_parameters(spec: Spec, layer: int) -> int:
+    """One layer's MLP, or its router and every expert in a mixture-of-experts layer."""
+    if spec.moe is None or not spec.moe.on(layer):
+        return mlp_parameters(spec)
+    m = spec.moe
+    return spec.d_model * m.n_experts + m.n_experts * 3 * spec.d_model * m.d_expert  # router; gated experts
+
+
 def norm_size(spec: Spec) -> int:
     return spec.d_model * (2 if spec.norm == "layernorm" else 1)
 
 
+def qk_norm_parameters(spec: Spec) -> int:
+    """One layer's q/k norms: d_head wide each (per head, shared by the heads) or the whole projection."""
+    if spec.qk_norm == "none":
+        return 0
+    widths = 2 * spec.d_head if spec.qk_norm == "head" else (spec.n_heads + spec.n_kv_heads) * spec.d_head
+    return widths * (2 if spec.norm == "layernorm" else 1)
+
+
 def norm_parameters(spec: Spec) -> int:
-    """Per stack: two norms per layer (three with cross-attention), the final norm, an embedding norm."""
+    """Per stack: the norms of each layer (two; three with cross-attention; four around gemma2's sublayers;
+    one shared in phi), its q/k norms, the final norm, an embedding norm."""
     total = 0
     for s in stacks(spec):
-        per_layer = 3 if s.cross_attention else 2
+        per_layer = len(block_norms(s))
         total += (per_layer * s.n_layers + s.final_norm + s.embed_norm) * norm_size(s)
+        total += s.n_layers * qk_norm_parameters(s)
     return total
 
 
@@ -62,7 +84,8 @@ def head_parameters(spec: Spec) -> int:
     transform (dense, LayerNorm) before it; nothing for a pooled output."""
     if spec.head == "none":
         return 0
-    n = (0 if spec.tied_embeddings else spec.d_model * spec.vocab_size) + (spec.vocab_size if spec.head_bias else 0)
+    width = spec.d_embed or spec.d_model
+    n = (0 if spec.tied_embeddings else width * spec.vocab_size) + (spec.vocab_size if spec.head_bias else 0)
     if spec.head == "mlm":
         n += spec.d_model * spec.d_model + spec.d_model + 2 * spec.d_model
     return n
@@ -73,7 +96,7 @@ def parameter_groups(spec: Spec) -> dict[str, int]:
     return {
         "embeddings": embedding_parameters(spec),
         "attention": sum(n * attention_parameters(s) * (2 if s.cross_attention else 1) for s, n in layers),
-        "mlp": sum(n * mlp_parameters(s) for s, n in layers),
+        "mlp": sum(layer_mlp_parameters(s, i) for s, n in layers for i in range(n)),
         "norms": norm_parameters(spec),
         "head": head_parameters(spec),
     }

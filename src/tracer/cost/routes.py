@@ -15,7 +15,17 @@ from typing import Callable
 from tracer.arch.spec import Spec
 from tracer.cost.counts import (BLOCK, EMBED, FINAL, HEAD, Formula, Pass, StepCost, block_steps, embed_steps,
                                 final_steps, head_steps)
+from tracer.cost.moe import engine_moe_formulas
 from tracer.errors import TracerError
+
+
+def _moe_or_dense(spec: Spec, p: Pass, layer) -> StepCost:
+    """mlp.out: the down projection, or in a mixture of experts the weighted sum of the chosen experts."""
+    return (_MOE["mlp.out"] if spec.moe is not None else BLOCK["mlp.out"])(spec, p, layer)
+
+
+_MOE = engine_moe_formulas()
+BLOCKS = {**BLOCK, **_MOE, "mlp.out": _moe_or_dense}  # block formulas, mixture-of-experts steps included
 
 
 def _same(x):
@@ -48,16 +58,16 @@ def _encoder_pass(p: Pass) -> Pass | None:
 
 SINGLE = (
     Stack("embed", embed_steps, EMBED),
-    Stack("blocks", block_steps, BLOCK, prefix="blocks.{i}."),
+    Stack("blocks", block_steps, BLOCKS, prefix="blocks.{i}."),
     Stack("final_norm", final_steps, FINAL),
     Stack("head", head_steps, HEAD),
 )
 ENCODER_DECODER = (
     Stack("encoder.embed", embed_steps, EMBED, "encoder.", _encoder, _encoder_pass),
-    Stack("encoder.blocks", block_steps, BLOCK, "encoder.blocks.{i}.", _encoder, _encoder_pass),
+    Stack("encoder.blocks", block_steps, BLOCKS, "encoder.blocks.{i}.", _encoder, _encoder_pass),
     Stack("encoder.final_norm", final_steps, FINAL, "encoder.", _encoder, _encoder_pass),
     Stack("decoder.embed", embed_steps, EMBED, "decoder."),
-    Stack("decoder.blocks", block_steps, BLOCK, "decoder.blocks.{i}."),
+    Stack("decoder.blocks", block_steps, BLOCKS, "decoder.blocks.{i}."),
     Stack("decoder.final_norm", final_steps, FINAL, "decoder."),
     Stack("head", head_steps, HEAD),
 )

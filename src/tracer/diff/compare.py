@@ -25,6 +25,7 @@ from tracer.diff import metrics as M
 from tracer.diff.distribution import distribution_diff, is_distribution_step
 from tracer.diff.layouts import permutation_to
 from tracer.diff.profile import BlockProfile, block_profiles, step_growth
+from tracer.diff.routing import first_expert_change
 from tracer.steps import block_of, matches
 from tracer.trace import Step, Trace
 
@@ -123,7 +124,11 @@ def compare(
         results.append(d)
     for d in results:
         d.inherited_db, d.growth_db = step_growth(d.name, order, nmse_of)
-    return DiffReport(ref_label, mine_label, atol, rtol, results, block_profiles(order, nmse_of, results), notes)
+    report = DiffReport(ref_label, mine_label, atol, rtol, results, block_profiles(order, nmse_of, results), notes)
+    rerouted = first_expert_change(ref, mine, real)  # MoE: named before the numeric divergence
+    if rerouted is not None:
+        report.extras["expert_choice"] = rerouted
+    return report
 
 
 def execution_order(ref_names: list[str], mine_names: list[str]) -> list[str]:

@@ -8,7 +8,8 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.cache import LayerCache
-from tracer.engine.ops import affine_op, linear, softmax
+from tracer.engine.norms import norm, norm_op
+from tracer.engine.ops import affine_op, linear, softcap, softmax
 from tracer.engine.rope import apply_rotary
 
 _BHPD = ("batch", "heads", "pos", "d_head")
@@ -65,13 +66,19 @@ def attention(
     kv_axes = _BKPD if memory is None else _BKEP
     q = rec(a + "q", split_heads(linear(x, W[a + "W_q"], W.get(a + "b_q")), spec.n_heads), _BHPD,
             affine_op("x", "q", W, a) + ", split into heads")
+    normed = spec.qk_norm != "none" and memory is None  # qwen3, gemma3, olmo2: q/k normed before rotary
     if cache is not None:
+        if normed:
+            q = rec(a + "q_norm", qk_norm(q, W, a + "q_norm", spec), _BHPD, _qk_norm_op(spec))
         q, k, v = _cached_keys_values(q, source, W, a, src, spec, rope, rec, cache, cross=memory is not None)
     else:
         k = rec(a + "k", split_heads(linear(source, W[a + "W_k"], W.get(a + "b_k")), spec.n_kv_heads), kv_axes,
                 affine_op(src, "k", W, a) + ", split into kv heads")
         v = rec(a + "v", split_heads(linear(source, W[a + "W_v"], W.get(a + "b_v")), spec.n_kv_heads), kv_axes,
                 affine_op(src, "v", W, a) + ", split into kv heads")
+        if normed:
+            q = rec(a + "q_norm", qk_norm(q, W, a + "q_norm", spec), _BHPD, _qk_norm_op(spec))
+            k = rec(a + "k_norm", qk_norm(k, W, a + "k_norm", spec), _BKPD, _qk_norm_op(spec))
         if rope is not None:
             cos, sin = rope
             q = rec(a + "q_rot", apply_rotary(q, cos, sin), _BHPD, f"rotate first {cos.shape[-1]} dims by position")
@@ -84,7 +91,12 @@ def attention(
         rec(a + "position_bias", position_bias, _BHQK, "relative bias: W_rel[bucket(key - query)] per head")
         scores += position_bias
         score_op += " + position_bias"
-    scores = rec(a + "scores", scores, _BHQK, score_op)
+    if spec.attn_softcap is not None:
+        raw = rec(a + "scores.raw", scores, _BHQK, score_op)
+        cap = spec.attn_softcap
+        scores = rec(a + "scores", softcap(raw, cap), _BHQK, f"tanh(scores.raw / {cap:g}) * {cap:g}")
+    else:
+        scores = rec(a + "scores", scores, _BHQK, score_op)
     rec(a + "mask", keep, _BHQK, "keep-mask (True = attend)")
     shown = scores if bias is None else scores + bias
     masked = rec(a + "masked_scores", np.where(keep, shown, -np.inf).astype(scores.dtype, copy=False), _BHQK,
@@ -111,6 +123,8 @@ def _cached_keys_values(q, source, W, a, src, spec, rope, rec, cache: LayerCache
     if rope is not None:
         cos, sin = rope
         rec(a + "k", k, _BKPD, affine_op(src, "k", W, a) + ", split into kv heads (the new positions, before rotary)")
+        if spec.qk_norm != "none":  # the new positions' keys, normed before rotary and the cache
+            k = rec(a + "k_norm", qk_norm(k, W, a + "k_norm", spec), _BKPD, _qk_norm_op(spec))
         q = rec(a + "q_rot", apply_rotary(q, cos, sin), _BHPD, f"rotate first {cos.shape[-1]} dims by position")
         k_all, v_all = cache.extend(apply_rotary(k, cos, sin), v)
         k_all = rec(a + "k_rot", k_all, _BKPD, f"rotate first {cos.shape[-1]} dims by position" + appended)
@@ -124,3 +138,15 @@ def _scale_text(spec: Spec) -> str:
     if spec.attn_scale is None:
         return "1/sqrt(d_head)"
     return "1 (no scaling)" if spec.attn_scale == 1.0 else f"{spec.scale:g}"
+
+
+def qk_norm(x: np.ndarray, W: dict, name: str, spec: Spec) -> np.ndarray:
+    """[batch, heads, pos, d_head] -> the same, normed: per head over d_head ("head"), or over the whole
+    projection before the head split ("full", OLMo-2), which is the same tensor merged, normed and split again."""
+    if spec.qk_norm == "head":
+        return norm(x, W, name, spec)
+    return split_heads(norm(merge_heads(x), W, name, spec), x.shape[1])
+
+
+def _qk_norm_op(spec: Spec) -> str:
+    return f"{norm_op(spec)} " + ("over d_head, per head" if spec.qk_norm == "head" else "over all heads' features together")

@@ -15,6 +15,7 @@ from tracer.arch.spec import Spec
 from tracer.engine.attention import attention
 from tracer.engine.cache import LayerCache
 from tracer.engine.mlp import mlp
+from tracer.engine.moe import moe
 from tracer.engine.norms import norm, norm_op
 from tracer.engine.ops import affine_op
 
@@ -43,6 +44,8 @@ def _cross_attention(h: np.ndarray, W: dict, p: str, spec: Spec, m: BlockMasks, 
 
 
 def _mlp(h: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
+    if spec.moe is not None and p + "mlp.W_router" in W:
+        return rec(p + "mlp.out", moe(h, W, p, spec, rec), _BTD, "sum over chosen experts: router.weights * expert_out")
     return rec(p + "mlp.out", mlp(h, W, p, spec, rec), _BTD, affine_op("post", "out", W, p + "mlp."))
 
 
@@ -52,11 +55,16 @@ def block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec, 
     With a cache, x holds only the new positions; keys and values of earlier ones come from the cache."""
     if spec.norm_placement == "post":
         return _post_norm_block(x, p, W, spec, m, rope, rec, cache)
+    if spec.norm_placement in ("sandwich", "after"):
+        return _sublayer_norm_block(x, p, W, spec, m, rope, rec, cache)
     nop = norm_op(spec)
     h1 = rec(p + "ln1.out", norm(x, W, p + "ln1", spec), _BTD, nop)
     a = _self_attention(h1, W, p, spec, m, rope, rec, cache)
     if spec.residual == "parallel":
-        h2 = rec(p + "ln2.out", norm(x, W, p + "ln2", spec), _BTD, nop + " (of the block input: parallel)")
+        if spec.shared_norm:  # phi-1/2: the MLP reads ln1.out too
+            h2 = h1
+        else:
+            h2 = rec(p + "ln2.out", norm(x, W, p + "ln2", spec), _BTD, nop + " (of the block input: parallel)")
         mo = _mlp(h2, W, p, spec, rec)
         return rec(p + "resid_post", x + a + mo, _BTD, "x + attn.out + mlp.out (parallel residual)")
     x = rec(p + "resid_mid", x + a, _BTD, "x + attn.out")
@@ -84,3 +92,18 @@ def _post_norm_block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, 
     mo = _mlp(h, W, p, spec, rec)
     source = "ln_cross.out" if m.memory is not None else "ln1.out"
     return rec(p + "resid_post", norm(h + mo, W, p + "ln2", spec), _BTD, f"ln2({source} + mlp.out)")
+
+
+def _sublayer_norm_block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec, cache=None) -> np.ndarray:
+    """Gemma-2/3 ("sandwich"): norm before and after each sublayer; OLMo-2 ("after"): after only.
+    The post-sublayer norm acts on the sublayer's output, inside the residual: x + norm(sublayer(...))."""
+    nop = norm_op(spec)
+    before = spec.norm_placement == "sandwich"
+    h1 = rec(p + "ln1.out", norm(x, W, p + "ln1", spec), _BTD, nop) if before else x
+    a = _self_attention(h1, W, p, spec, m, rope, rec, cache)
+    a = rec(p + "ln1_post.out", norm(a, W, p + "ln1_post", spec), _BTD, nop + " (of attn.out)")
+    x = rec(p + "resid_mid", x + a, _BTD, "x + ln1_post.out")
+    h2 = rec(p + "ln2.out", norm(x, W, p + "ln2", spec), _BTD, nop) if before else x
+    mo = _mlp(h2, W, p, spec, rec)
+    mo = rec(p + "ln2_post.out", norm(mo, W, p + "ln2_post", spec), _BTD, nop + " (of mlp.out)")
+    return rec(p + "resid_post", x + mo, _BTD, "resid_mid + ln2_post.out")

@@ -18,8 +18,7 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.cache import KVCache, empty_cache
-from tracer.engine.forward import ForwardInputs, layer_masks, record_inputs, run_stack
-from tracer.engine.heads import unembed, unembed_op
+from tracer.engine.forward import ForwardInputs, layer_masks, record_inputs, record_logits, run_stack
 from tracer.engine.ops import softmax
 from tracer.masks.build import MaskParts, build_keep
 
@@ -63,6 +62,6 @@ def forward_cached(inputs: ForwardInputs, W: dict, spec: Spec, rec, cache: KVCac
                   cache.memory_mask, cache)
     cache.mask = full_mask
     source = f"{prefix}final_norm.out" if spec.final_norm else f"{prefix}blocks.{spec.n_layers - 1}.resid_post"
-    logits = rec("logits", unembed(x, W, spec), ("batch", "pos", "vocab"), unembed_op(spec, source))
+    logits = record_logits(x, W, spec, rec, source)  # with gemma2's capping
     rec("probs", softmax(logits), ("batch", "pos", "vocab"), "softmax over the vocabulary")
     return logits

@@ -6,6 +6,7 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.norms import norm, norm_op
+from tracer.engine.ops import linear
 
 _BTD = ("batch", "pos", "d_model")
 
@@ -16,6 +17,9 @@ def embed(ids: np.ndarray, positions: np.ndarray | None, token_types: np.ndarray
     e = prefix + "embed."
     x = rec(e + "tokens", W["embed.W_E"][ids], _BTD, "W_E[ids]")  # [batch, pos, d_model]
     terms = ["tokens"]
+    if spec.d_embed is not None:  # OPT-350m: narrower embeddings, projected up to d_model
+        x = rec(e + "project_in", linear(x, W["project_in.W"]), _BTD, "tokens @ W_project_in")
+        terms = ["project_in"]
     if spec.embed_scale is not None:
         x = x * x.dtype.type(spec.embed_scale)  # scaled in the compute dtype, as transformers does
         terms = [f"tokens * {spec.embed_scale:.4g}"]

@@ -17,9 +17,9 @@ from tracer.engine.cache import KVCache
 from tracer.engine.embed import embed
 from tracer.engine.heads import mlm_transform, pool, pool_op, unembed, unembed_op
 from tracer.engine.norms import norm, norm_op
-from tracer.engine.ops import softmax
+from tracer.engine.ops import linear, softcap, softmax
 from tracer.engine.relative_bias import position_bias
-from tracer.engine.rope import cos_sin, inverse_frequencies
+from tracer.engine.rope import rope_tables
 from tracer.masks.build import MaskParts, build_keep, padding_keep
 
 __all__ = ["ForwardInputs", "MaskOverride", "forward", "layer_masks", "norm", "unembed"]
@@ -72,9 +72,11 @@ def run_stack(inputs: ForwardInputs, W: dict, spec: Spec, rec, prefix: str, mask
     With a cache, `inputs` are only the new positions: `cache.past` earlier ones sit in the cache (see engine.decode)."""
     dtype = W["embed.W_E"].dtype
     q_len = inputs.ids.shape[1]
-    rope = None
+    rope = rope_local = None
     if spec.positions == "rotary":
-        rope = cos_sin(inputs.positions, inverse_frequencies(spec.rope, dtype), dtype)
+        rope = rope_local = rope_tables(inputs.positions, spec.rope, dtype)
+        if spec.rope_local is not None:
+            rope_local = rope_tables(inputs.positions, spec.rope_local, dtype)
     rel = None
     if spec.relative_bias is not None:  # computed once by the block that owns the table, shared by all
         past = cache.past if cache is not None else 0  # the new query rows sit after the cached ones
@@ -84,9 +86,12 @@ def run_stack(inputs: ForwardInputs, W: dict, spec: Spec, rec, prefix: str, mask
     for i in range(spec.n_layers):
         keep, bias = (override.keep, override.bias) if override is not None else (masks[spec.window(i)].keep, None)
         m = BlockMasks(keep, bias, rel, cross_keep, memory)
-        x = block(x, f"{prefix}blocks.{i}.", W, spec, m, rope, rec, cache.layers[i] if cache is not None else None)
+        layer_rope = rope if spec.window(i) is None else rope_local  # gemma3: sliding layers have their own
+        x = block(x, f"{prefix}blocks.{i}.", W, spec, m, layer_rope, rec, cache.layers[i] if cache is not None else None)
     if spec.final_norm:
         x = rec(prefix + "final_norm.out", norm(x, W, prefix + "final_norm", spec), _BTD, norm_op(spec))
+    if spec.d_embed is not None:  # OPT-350m: back to the embedding width the head reads
+        x = rec(prefix + "project_out", linear(x, W["project_out.W"]), ("batch", "pos", "d_embed"), "x @ W_project_out")
     return x
 
 
@@ -114,5 +119,17 @@ def forward(inputs: ForwardInputs, W: dict, spec: Spec, rec, override: MaskOverr
     if spec.head == "mlm":
         x = mlm_transform(x, W, spec, rec)
         source = "head.ln.out"
-    logits = rec("logits", unembed(x, W, spec), ("batch", "pos", "vocab"), unembed_op(spec, source))
+    logits = record_logits(x, W, spec, rec, source)
     return rec("probs", softmax(logits), ("batch", "pos", "vocab"), "softmax over the vocabulary")
+
+
+def record_logits(x: np.ndarray, W: dict, spec: Spec, rec, source: str) -> np.ndarray:
+    """The head's output [batch, pos, vocab]: x @ W_U, then gemma2's soft-capping (logits.raw -> logits).
+    `source` names x in the op text (OPT-350m's head reads project_out)."""
+    if spec.d_embed is not None:
+        source = "project_out"
+    if spec.logit_softcap is None:
+        return rec("logits", unembed(x, W, spec), ("batch", "pos", "vocab"), unembed_op(spec, source))
+    cap = spec.logit_softcap
+    raw = rec("logits.raw", unembed(x, W, spec), ("batch", "pos", "vocab"), unembed_op(spec, source))
+    return rec("logits", softcap(raw, cap), ("batch", "pos", "vocab"), f"tanh(logits.raw / {cap:g}) * {cap:g}")

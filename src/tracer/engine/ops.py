@@ -43,6 +43,11 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float, offset: float = 0.0) -> n
     return y * (w + offset) if offset else y * w
 
 
+def softcap(x: np.ndarray, cap: float) -> np.ndarray:
+    """Soft-capping (gemma2): tanh(x / cap) * cap, smooth and bounded by +-cap; order as transformers."""
+    return np.tanh(x / cap) * cap
+
+
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GELU, tanh approximation (GPT-2's gelu_new, Gemma's gelu_pytorch_tanh)."""
     c = math.sqrt(2.0 / math.pi)

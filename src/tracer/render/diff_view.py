@@ -29,6 +29,9 @@ def render_diff(console: Console, report: DiffReport, show_all: bool = False) ->
     console.print(Text(f"  {report.ref_label}  →  {report.mine_label}    atol {report.atol:g}, rtol {report.rtol:g}", style="dim"))
     for note in report.notes:
         console.print(Text(f"  note: {note}", style="dim"))
+    if report.extras.get("expert_choice"):
+        console.print()
+        console.print(expert_choice_line(report.extras["expert_choice"]))
     first = report.first_divergence
     if first is not None:
         console.print()
@@ -78,6 +81,15 @@ def generation_summary_view(g: dict) -> Group:
     elif g["steps"][0] is not None and g["steps"][1] is not None:
         lines.append(Text(f"  the same tokens on every row ({g['steps'][0]} and {g['steps'][1]} steps)", style="dim"))
     return Group(*lines)
+
+
+def expert_choice_line(c: dict) -> Text:
+    """MoE: the first token routed to other experts, said before any number."""
+    t = Text("⚑ ROUTED DIFFERENTLY", style="bold red")
+    t.append(f"  first at block {c['block']}, row {c['row']}, position {c['pos']}: "
+             f"experts {c['ref']} in the reference, {c['mine']} in mine", style="red")
+    t.append(f"  ({c['tokens_rerouted']} token(s) rerouted in that block)", style="dim")
+    return t
 
 
 def verdict(report: DiffReport) -> Text:

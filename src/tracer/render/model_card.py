@@ -16,6 +16,8 @@ def render_model_card(card: dict, number: int = 1) -> Group:
     what.add_row("route", card["route"])
     what.add_row("norm", f"{card['norm']}; {card['residual']} residual")
     what.add_row("positions", card["positions"])
+    if card.get("rope_scaling"):
+        what.add_row("rope scaling", card["rope_scaling"])
     what.add_row("attention", card["attention"])
     if card.get("head"):
         what.add_row("output", card["head"])

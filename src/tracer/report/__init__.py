@@ -16,6 +16,7 @@ from tracer.report.mask import mask_report, resolve_layer
 from tracer.report.nonfinite import first_nonfinite
 from tracer.report.options import RunOptions, ids_only_vocab
 from tracer.report.pooled import pooled_report
+from tracer.report.routing import routing_report
 from tracer.report.target import better_variants, track_target
 from tracer.report.tokens import token_rows, tokens_note
 from tracer.report.values import values_report
@@ -79,6 +80,8 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
         report["attention"]["top"] = options.attn_top
     if "pooled" in sections:
         report["pooled"] = pooled_report(trace, spec, row)
+    if "routing" in sections:
+        report["routing"] = routing_report(trace, spec, row, layer, tokens)
     if "top_k" in sections or "lens" in sections:
         key = "decoder_tokens" if dec_tokens is not None else "tokens"
         kind = "fill" if spec.get("head") == "mlm" else "next"
@@ -121,6 +124,8 @@ def route_sections(sections: tuple[str, ...], spec: dict) -> tuple[str, ...]:
     if spec.get("route") == "encoder" and "lens" in sections:
         raise TracerError("--lens reads a decoder stack (each layer through the final norm and LM head); "
                           "an encoder's MLM head reads only its last layer", hint="drop --lens")
+    if not spec.get("moe") and len(sections) > 1:  # routing: mixture-of-experts models only
+        sections = tuple(s for s in sections if s != "routing")
     return tuple(dict.fromkeys(sections))
 
 

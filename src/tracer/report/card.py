@@ -32,7 +32,10 @@ def head_text(spec: dict) -> str:
 def norm_text(spec: dict) -> str:
     kind = NORM_NAMES.get(spec.get("norm"), spec.get("norm", "?"))
     offset = " x*(1+w)" if spec.get("norm_offset") else ""
-    return f"{spec.get('norm_placement', 'pre')}-norm {kind}{offset}, eps {spec.get('norm_eps', 0):g}"
+    placement = {"sandwich": "pre- and post-sublayer", "after": "post-sublayer"}.get(
+        spec.get("norm_placement", "pre"), spec.get("norm_placement", "pre") + "-norm")
+    shared = ", one norm for attention and MLP" if spec.get("shared_norm") else ""
+    return f"{placement} {kind}{offset}, eps {spec.get('norm_eps', 0):g}{shared}"
 
 
 def positions_text(spec: dict) -> str:
@@ -53,6 +56,30 @@ def positions_text(spec: dict) -> str:
         rel = spec.get("relative_bias") or {}
         return f"relative position bias: {rel.get('num_buckets')} buckets up to distance {rel.get('max_distance')}"
     return {"sinusoidal": "sinusoidal", "alibi": "ALiBi (linear bias on scores)"}.get(kind, str(kind))
+
+
+def rope_scaling_text(spec: dict) -> str | None:
+    """One line for a scaled rotary (None when plain): kind, factor, where it switches, the attention factor."""
+    rope = spec.get("rope") or {}
+    kind = rope.get("scaling", "default")
+    parts = []
+    if kind != "default":
+        parts.append(f"{kind} x{rope.get('factor', 1):g}")
+        if kind == "dynamic":
+            parts.append(f"theta rescaled by length past {rope.get('max_positions')} positions")
+        if kind == "yarn":
+            parts.append(f"ramp from {rope.get('original_max_positions')} original positions")
+        if kind == "longrope":
+            parts.append(f"short factors up to {rope.get('original_max_positions')} positions, long past")
+        if kind == "llama3":
+            parts.append(f"from {rope.get('original_max_positions')} original positions")
+        if rope.get("attention_factor", 1.0) != 1.0:
+            parts.append(f"cos/sin x{rope['attention_factor']:.4g}")
+    local = spec.get("rope_local")
+    if local:
+        parts.append(f"sliding layers: theta {local.get('theta', 0):,.0f}" +
+                     (f", {local['scaling']}" if local.get("scaling", "default") != "default" else ""))
+    return "; ".join(parts) or None
 
 
 def attention_text(spec: dict) -> str:
@@ -107,6 +134,7 @@ def model_card(meta: dict) -> dict:
         "weight_dtype": storage_text(m.get("storage_dtypes") or {}), "compute_dtype": meta.get("dtype"),
         "tied_embeddings": spec.get("tied_embeddings"), "head": head_text(spec),
         "encoder": _encoder_card(spec.get("encoder")),
+        "rope_scaling": rope_scaling_text(spec),
     }
 
 

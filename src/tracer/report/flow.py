@@ -38,24 +38,33 @@ def step_inputs(name: str, present: set[str], spec: dict) -> list[str]:
     x = prefix + "embed.out" if i == 0 else f"{prefix}blocks.{i - 1}.resid_post"
     post = s.get("norm_placement") == "post"
     parallel = s.get("residual") == "parallel"
+    after = s.get("norm_placement") == "after"  # olmo2: sublayers read the stream itself
     cross = p + "cross_attn.out" in present or p + "resid_cross" in present
-    attn_in = x if post else p + "ln1.out"
+    attn_in = x if post or after else p + "ln1.out"
     cross_in = p + "ln1.out" if post else p + "ln_cross.out"
-    mlp_in = (p + "ln_cross.out" if cross else p + "ln1.out") if post else p + "ln2.out"
+    mlp_in = ((p + "ln_cross.out" if cross else p + "ln1.out") if post else p + "ln1.out" if s.get("shared_norm")
+              else p + "resid_mid" if after else p + "ln2.out")
     memory = stack_output(spec, "encoder.") if prefix == "decoder." else None
     mask_in = "input.decoder_mask" if prefix == "decoder." else "input.mask"
-    rot = lambda s: p + f"attn.{s}_rot" if p + f"attn.{s}_rot" in present else p + f"attn.{s}"  # noqa: E731
+    normed = lambda s: p + f"attn.{s}_norm" if p + f"attn.{s}_norm" in present else p + f"attn.{s}"  # noqa: E731
+    rot = lambda s: p + f"attn.{s}_rot" if p + f"attn.{s}_rot" in present else normed(s)  # noqa: E731
+    capped = p + "attn.scores.raw" in present
+    attn_added = p + "ln1_post.out" if p + "ln1_post.out" in present else p + "attn.out"
+    mlp_added = p + "ln2_post.out" if p + "ln2_post.out" in present else p + "mlp.out"
     table = {
         "ln1.out": [p + "resid_mid"] if post else [x],
         "attn.q": [attn_in], "attn.k": [attn_in], "attn.v": [attn_in],
-        "attn.q_rot": [p + "attn.q"], "attn.k_rot": [p + "attn.k"],
-        "attn.scores": [rot("q"), rot("k"), p + "attn.position_bias"],
+        "attn.q_norm": [p + "attn.q"], "attn.k_norm": [p + "attn.k"],
+        "attn.q_rot": [normed("q")], "attn.k_rot": [normed("k")],
+        "attn.scores.raw": [rot("q"), rot("k")],
+        "attn.scores": [p + "attn.scores.raw"] if capped else [rot("q"), rot("k"), p + "attn.position_bias"],
+        "ln1_post.out": [p + "attn.out"], "ln2_post.out": [p + "mlp.out"],
         "attn.mask": [mask_in],
         "attn.masked_scores": [p + "attn.scores", p + "attn.mask"],
         "attn.weights": [p + "attn.masked_scores"],
         "attn.z": [p + "attn.weights", p + "attn.v"],
         "attn.out": [p + "attn.z"],
-        "resid_mid": [x, p + "attn.out"],
+        "resid_mid": [x, attn_added],
         "ln_cross.out": [p + "resid_cross"] if post else [p + "resid_mid"],
         "cross_attn.q": [cross_in], "cross_attn.k": [memory], "cross_attn.v": [memory],
         "cross_attn.scores": [p + "cross_attn.q", p + "cross_attn.k"],
@@ -71,7 +80,7 @@ def step_inputs(name: str, present: set[str], spec: dict) -> list[str]:
         "mlp.out": [p + "mlp.post"],
         "resid_post": ([x, p + "attn.out", p + "mlp.out"] if parallel
                        else [mlp_in, p + "mlp.out"] if post
-                       else [p + "resid_cross" if cross else p + "resid_mid", p + "mlp.out"]),
+                       else [p + "resid_cross" if cross else p + "resid_mid", mlp_added]),
     }
     return [n for n in table.get(local, []) if n and n in present]
 
@@ -84,7 +93,9 @@ def _outer_inputs(name: str, present: set[str], spec: dict) -> list[str]:
         "embed.tokens": [ins + "ids"],
         "embed.token_types": ["input.token_types"],
         "embed.positions": [ins + "positions"],
-        "embed.out": [prefix + "embed.tokens", prefix + "embed.token_types", prefix + "embed.positions"],
+        "embed.project_in": [prefix + "embed.tokens"],
+        "embed.out": [prefix + ("embed.project_in" if prefix + "embed.project_in" in present else "embed.tokens"),
+                      prefix + "embed.token_types", prefix + "embed.positions"],
         "final_norm.out": [stack_output({**stack_spec(spec, prefix[:-1]), "final_norm": False}, prefix)],
     }
     if local in table:
@@ -92,7 +103,10 @@ def _outer_inputs(name: str, present: set[str], spec: dict) -> list[str]:
     last = stack_output(spec, "decoder." if spec.get("encoder") else "")
     return {
         "head.dense": [last], "head.act": ["head.dense"], "head.ln.out": ["head.act"],
-        "logits": ["head.ln.out" if "head.ln.out" in present else last],
+        "project_out": [last],
+        "logits.raw": ["project_out" if "project_out" in present else last],
+        "logits": (["logits.raw"] if "logits.raw" in present else ["head.ln.out"] if "head.ln.out" in present
+                   else ["project_out"] if "project_out" in present else [last]),
         "probs": ["logits"],
         "pooled": [last, "input.mask"],
     }.get(name, [])

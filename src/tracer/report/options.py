@@ -7,12 +7,13 @@ from typing import Callable
 
 from tracer.errors import TracerError
 
-# Screen order. `top_k` is the next-token distribution; `lens`, `values` and `cost` are opt-in.
-SECTIONS = ("model", "tokens", "steps", "values", "mask", "attention", "top_k", "pooled", "lens", "cost")
-DEFAULT_SECTIONS = ("model", "tokens", "steps", "mask", "attention", "top_k")
+# Screen order. `top_k` is the next-token distribution; `lens`, `values` and `cost` are opt-in; `routing`
+# shows for mixture-of-experts models only.
+SECTIONS = ("model", "tokens", "steps", "values", "mask", "attention", "routing", "top_k", "pooled", "lens", "cost")
+DEFAULT_SECTIONS = ("model", "tokens", "steps", "mask", "attention", "routing", "top_k")
 ALIASES = {"card": "model", "shapes": "steps", "flow": "steps", "top": "top_k", "topk": "top_k",
            "distribution": "top_k", "next": "top_k", "attn": "attention", "value": "values", "embedding": "pooled",
-           "pool": "pooled", "time": "cost"}
+           "pool": "pooled", "time": "cost", "experts": "routing", "moe": "routing", "router": "routing"}
 
 
 @dataclass(frozen=True)

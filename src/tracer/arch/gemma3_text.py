@@ -1,0 +1,46 @@
+"""Gemma-3 (text): Gemma-2's block plus q/k RMSNorm per head (x * (1 + w)) before rotary, and a separate
+rotary for the sliding-window layers (`rope_parameters.sliding_attention`; transformers 4: rope_local_base_freq)."""
+
+from tracer.arch.gemma2 import gemma2_fields, sandwich_weights
+from tracer.arch.llama import llama_spec, llama_weights, rope_spec
+from tracer.arch.qwen3 import qk_norm_weights
+from tracer.checkpoint.config import require
+
+
+def _every_sixth_global(n_layers: int) -> list[str]:
+    return ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n_layers)]
+
+
+def rope_by_layer_type(cfg: dict) -> tuple[dict, dict]:
+    """(global, local) rope parameters from either layout: nested by layer type (transformers 5), or
+    rope_theta + rope_scaling for the global layers and rope_local_base_freq for the local ones (4.x)."""
+    params = cfg.get("rope_parameters") or {}
+    if "full_attention" in params or "sliding_attention" in params:
+        full = dict(params.get("full_attention") or {})
+        local = dict(params.get("sliding_attention") or {})
+    else:
+        full = dict(cfg.get("rope_scaling") or {})
+        if "type" in full and "rope_type" not in full:
+            full["rope_type"] = full.pop("type")
+        local = {}
+    full.setdefault("rope_type", "default")
+    full.setdefault("rope_theta", cfg.get("rope_theta", 1_000_000.0))
+    local.setdefault("rope_type", "default")
+    local.setdefault("rope_theta", cfg.get("rope_local_base_freq", 10_000.0))
+    return full, local
+
+
+def spec_from_config(cfg: dict):
+    d_head = int(cfg.get("head_dim") or int(require(cfg, "hidden_size", family="gemma3_text")) // int(
+        require(cfg, "num_attention_heads", family="gemma3_text")))
+    full, local = rope_by_layer_type(cfg)
+    fields = gemma2_fields(cfg, _every_sixth_global)
+    # transformers (5.24) reads attn_logit_softcapping into the attention module but never passes it on:
+    # Gemma-3 scores are not capped, whatever the config says
+    fields.update(attn_softcap=None, qk_norm="head", rope=rope_spec(cfg, d_head, "gemma3_text", full),
+                  rope_local=rope_spec(cfg, d_head, "gemma3_text", local))
+    return llama_spec(cfg, "gemma3_text", **fields)
+
+
+def weight_sources(spec):
+    return qk_norm_weights(spec, sandwich_weights(spec, llama_weights(spec)))

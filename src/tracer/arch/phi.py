@@ -1,0 +1,36 @@
+"""Phi-1/Phi-2: parallel attention and MLP reading one shared LayerNorm, partial rotary, biases on
+q/k/v and the output projection (`dense`), a plain GELU MLP (fc1, fc2), and an LM head with a bias."""
+
+from tracer.arch.canonical import Source, transposed
+from tracer.arch.llama import llama_spec
+from tracer.errors import TracerError
+
+
+def spec_from_config(cfg: dict):
+    if cfg.get("qk_layernorm"):
+        raise TracerError("phi: qk_layernorm=true is not supported yet")
+    return llama_spec(
+        cfg, "phi",
+        norm="layernorm", norm_eps=float(cfg.get("layer_norm_eps", 1e-5)),
+        qkv_bias=True, o_bias=True, mlp="plain", mlp_bias=True,
+        residual="parallel", shared_norm=True, head_bias=True,
+    )  # fmt: skip
+
+
+def weight_sources(spec):
+    src = {"embed.W_E": Source("model.embed_tokens.weight")}
+    for i in range(spec.n_layers):
+        hf, p = f"model.layers.{i}.", f"blocks.{i}."
+        src[p + "ln1.w"] = Source(hf + "input_layernorm.weight")
+        src[p + "ln1.b"] = Source(hf + "input_layernorm.bias")
+        for x, theirs in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "dense")):
+            src[p + f"attn.W_{x}"] = transposed(hf + f"self_attn.{theirs}.weight")
+            src[p + f"attn.b_{x}"] = Source(hf + f"self_attn.{theirs}.bias")
+        for ours, theirs in (("in", "fc1"), ("out", "fc2")):
+            src[p + f"mlp.W_{ours}"] = transposed(hf + f"mlp.{theirs}.weight")
+            src[p + f"mlp.b_{ours}"] = Source(hf + f"mlp.{theirs}.bias")
+    src["final_norm.w"] = Source("model.final_layernorm.weight")
+    src["final_norm.b"] = Source("model.final_layernorm.bias")
+    src["unembed.W_U"] = transposed("model.embed_tokens.weight" if spec.tied_embeddings else "lm_head.weight")
+    src["unembed.b_U"] = Source("lm_head.bias")
+    return src

@@ -1,0 +1,68 @@
+"""Issue 10's families through the transformers capture: names point at real modules, hooks agree with
+transformers' outputs, every captured step is a catalogue step with its axes, and each step comes out in
+the layout tracer computes it in. (Fresh-reference parity is in test_parity_live.py.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_capture_live import _forward, _model, _prompt_ids, load_builder
+from tracer.arch import hf_names
+from tracer.steps import describe
+
+pytestmark = pytest.mark.live
+NEW = ("qwen3", "olmo2", "starcoder2", "phi", "gemma2", "gemma3_text", "mixtral", "qwen3_moe", "opt-350m", "opt-project",
+       "llama-dynamic", "llama-longrope")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    builder = load_builder()
+    torch.set_num_threads(1)
+    builder.quiet_transformers()
+    out = tmp_path_factory.mktemp("fixtures")
+    base = builder.train_tokenizer()
+    folders = {name: builder.build_model(name, out, base) for name in NEW}
+    for folder in folders.values():
+        builder.write_prompts(folder)
+    return folders
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_hf_names_point_at_real_modules_when_their_condition_holds(built, name):
+    from tracer.capture.hf import _condition_holds
+
+    model, family = _model(built[name])
+    modules = dict(model.named_modules())
+    for template, (module, _) in hf_names.HF_NAMES[family].items():
+        if _condition_holds(family, template, model.config):
+            assert module.format(i=1) in modules, (template, module)
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_hooks_agree_with_transformers_outputs_and_follow_the_catalogue(built, name):
+    model, hooks, outputs = _forward(built[name], _prompt_ids(built[name]))
+    for step in sorted(set(hooks) & set(outputs)):
+        np.testing.assert_array_equal(hooks[step], outputs[step], err_msg=step)
+    for step, array in {**hooks, **outputs}.items():
+        doc = describe(step)
+        assert doc is not None and array.ndim == len(doc.axes), step
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_captured_steps_have_tracers_values(built, name):
+    """Every step the capture takes from a hook equals tracer's own step (float32 tolerance)."""
+    from test_parity import ATOL32, compare
+    from tracer import load_model
+    from tracer.capture import capture
+
+    ids = _prompt_ids(built[name])
+    ref = capture(built[name], ids)
+    ours = load_model(built[name]).run(ids=ids)
+    errors = compare(ref, ours, ATOL32)
+    hooked = [s.name for s in ref.steps if s.op.startswith("hf:") and not s.name.startswith("input.")
+              and "hidden_states" not in s.op and "attentions" not in s.op]
+    assert hooked and all(n in errors for n in hooked if n in ours), [n for n in hooked if n in ours and n not in errors]
