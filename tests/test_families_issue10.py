@@ -207,3 +207,16 @@ def test_diff_names_the_first_token_routed_differently(tmp_path):
     assert screen.output.index("ROUTED DIFFERENTLY") < screen.output.index("First divergence")
     out = runner.invoke(app, ["diff", str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors"), "--json"])
     assert json.loads(out.output)["expert_choice"]["pos"] == 3
+
+
+def test_html_page_has_a_routing_section_for_moe(tmp_path):
+    from typer.testing import CliRunner
+
+    from tracer.cli.main import app
+
+    page = tmp_path / "moe.html"
+    result = CliRunner().invoke(app, ["run", "--model", str(model_dir("qwen3_moe")), "--ids", "5,17,42",
+                                      "--export-html", str(page)], env={"NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    html = page.read_text()
+    assert 'data-routing="1"' in html and "load: tokens each expert served" in html

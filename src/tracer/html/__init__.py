@@ -8,7 +8,7 @@ shown as its data, folded, so a newer report never breaks the page.
 
 from __future__ import annotations
 
-from tracer.html import attention, card, cost, distribution, flow, lens, mask, pooled, tokens, values
+from tracer.html import attention, card, cost, distribution, flow, lens, mask, pooled, routing, tokens, values
 from tracer.html.page import build_sections, document
 
 RUN_SECTIONS = {
@@ -18,6 +18,7 @@ RUN_SECTIONS = {
     "values": values.section,
     "mask": mask.section,
     "attention": attention.section,
+    "routing": routing.section,
     "top_k": distribution.section,
     "pooled": pooled.section,
     "lens": lens.section,

@@ -1,0 +1,122 @@
+"""Where the steps of issue 10's decoder families live in transformers (see hf_names for the conventions).
+
+qwen3 and gemma3 add q/k norms, olmo2 and gemma2/3 norms after each sublayer, gemma2/3 capped logits,
+starcoder2 and phi plain MLPs, mixtral and qwen3_moe a router in place of the MLP; OPT-350m projects its
+embeddings in and out. Imported by hf_names, whose tables it extends; pure data, no torch.
+"""
+
+from __future__ import annotations
+
+from tracer.arch.hf_names import CONDITIONS, HEADS_FIRST, HF_NAMES, Source, _llama_like
+
+def _with_qk_norm(names: dict[str, Source]) -> dict[str, Source]:
+    """Add attn.q_norm / attn.k_norm (modules self_attn.q_norm / k_norm) right after attn.v."""
+    out: dict[str, Source] = {}
+    for template, source in names.items():
+        out[template] = source
+        if template == "blocks.{i}.attn.v":
+            out["blocks.{i}.attn.q_norm"] = ("model.layers.{i}.self_attn.q_norm", "output")
+            out["blocks.{i}.attn.k_norm"] = ("model.layers.{i}.self_attn.k_norm", "output")
+    return out
+
+
+def _sublayer_norms(names: dict[str, Source], sandwich: bool) -> dict[str, Source]:
+    """Gemma-2/3 (sandwich: input_layernorm, post_attention_layernorm, pre_ and post_feedforward_layernorm)
+    or OLMo-2 (post_attention_layernorm and post_feedforward_layernorm only)."""
+    layer = "model.layers.{i}"
+    out: dict[str, Source] = {}
+    for template, source in names.items():
+        if template in ("blocks.{i}.ln1.out", "blocks.{i}.ln2.out", "blocks.{i}.resid_mid"):
+            continue
+        if template == "blocks.{i}.resid_post":
+            out["blocks.{i}.ln2_post.out"] = (f"{layer}.post_feedforward_layernorm", "output")
+        if template == "blocks.{i}.mlp.pre":
+            out["blocks.{i}.resid_mid"] = ((f"{layer}.pre_feedforward_layernorm", "input[0]") if sandwich
+                                           else (f"{layer}.mlp", "input[0]"))
+            if sandwich:
+                out["blocks.{i}.ln2.out"] = (f"{layer}.pre_feedforward_layernorm", "output")
+        if template == "blocks.{i}.attn.q" and sandwich:
+            out["blocks.{i}.ln1.out"] = (f"{layer}.input_layernorm", "output")
+        out[template] = source
+        if template == "blocks.{i}.attn.out":
+            out["blocks.{i}.ln1_post.out"] = (f"{layer}.post_attention_layernorm", "output")
+    return out
+
+
+def _plain_mlp(names: dict[str, Source], fc: str, proj: str) -> dict[str, Source]:
+    """A non-gated MLP: mlp.pre from the first projection, mlp.post into the second, no mlp.up."""
+    out = {t: s for t, s in names.items() if t != "blocks.{i}.mlp.up"}
+    out["blocks.{i}.mlp.pre"] = (f"model.layers.{{i}}.mlp.{fc}", "output")
+    out["blocks.{i}.mlp.post"] = (f"model.layers.{{i}}.mlp.{proj}", "input[0]")
+    return out
+
+
+def _phi() -> dict[str, Source]:
+    """Parallel block, one shared input_layernorm, output projection `dense`, final_layernorm."""
+    names = _plain_mlp(_llama_like(), "fc1", "fc2")
+    for template in ("blocks.{i}.resid_mid", "blocks.{i}.ln2.out"):
+        del names[template]
+    names["blocks.{i}.attn.z"] = ("model.layers.{i}.self_attn.dense", "input[0]")
+    names["final_norm.out"] = ("model.final_layernorm", "output")
+    return names
+
+
+def _logits_softcapped(names: dict[str, Source]) -> dict[str, Source]:
+    """lm_head's output is logits.raw; transformers' `logits` output (capped) becomes logits."""
+    out = {t: s for t, s in names.items() if t != "logits"}
+    out["logits.raw"] = ("lm_head", "output")
+    return out
+
+
+HEADS_FIRST.update({("gemma3_text", "blocks.{i}.attn.q_norm"), ("gemma3_text", "blocks.{i}.attn.k_norm")})
+
+def _moe(names: dict[str, Source]) -> dict[str, Source]:
+    """The MLP replaced by a router (`mlp.gate`: logits, weights, experts) and experts; mlp.out is the block's.
+    Every layer must have experts (qwen3_moe with mlp_only_layers cannot be captured yet)."""
+    out: dict[str, Source] = {}
+    for template, source in names.items():
+        if template in ("blocks.{i}.mlp.pre", "blocks.{i}.mlp.up", "blocks.{i}.mlp.post"):
+            continue
+        if template == "blocks.{i}.mlp.out":
+            out["blocks.{i}.mlp.router.logits"] = ("model.layers.{i}.mlp.gate", "output")
+            out["blocks.{i}.mlp.router.experts"] = ("model.layers.{i}.mlp.gate", "output[2]")
+            out["blocks.{i}.mlp.router.weights"] = ("model.layers.{i}.mlp.gate", "output[1]")
+        out[template] = source
+    return out
+
+
+HF_NAMES.update({
+    "mixtral": _moe(_llama_like()),
+    "qwen3_moe": _moe(_with_qk_norm(_llama_like())),
+    "qwen3": _with_qk_norm(_llama_like()),
+    "olmo2": _with_qk_norm(_sublayer_norms(_llama_like(), sandwich=False)),
+    "starcoder2": _plain_mlp(_llama_like(), "c_fc", "c_proj"),
+    "phi": _phi(),
+    "gemma2": _logits_softcapped(_sublayer_norms(_llama_like(embed_tokens=False), sandwich=True)),
+    "gemma3_text": _logits_softcapped(_with_qk_norm(_sublayer_norms(_llama_like(embed_tokens=False), sandwich=True))),
+})
+
+
+def _opt_final_norm(config) -> bool:
+    return bool(getattr(config, "do_layer_norm_before", True)) and not getattr(config, "_remove_final_layer_norm", False)
+
+
+def _opt_projects(config) -> bool:
+    """OPT-350m: word_embed_proj_dim != hidden_size, so project_in / project_out exist."""
+    return getattr(config, "word_embed_proj_dim", None) not in (None, config.hidden_size)
+
+
+_opt = {}
+for _t, _s in HF_NAMES["opt"].items():
+    if _t == "logits":
+        _opt["project_out"] = ("model.decoder.project_out", "output")
+    _opt[_t] = _s
+    if _t == "embed.tokens":
+        _opt["embed.project_in"] = ("model.decoder.project_in", "output")
+HF_NAMES["opt"] = _opt
+CONDITIONS.update({("opt", "final_norm.out"): _opt_final_norm,
+                   # post-norm: final_layer_norm reads resid_mid's output + mlp.out, not resid_mid
+                   ("opt", "blocks.{i}.resid_mid"): ("do_layer_norm_before", True),
+                   ("opt", "blocks.{i}.ln2.out"): ("do_layer_norm_before", True),  # post-norm: that is resid_post
+                   ("opt", "embed.project_in"): _opt_projects,
+                   ("opt", "project_out"): _opt_projects})
