@@ -220,3 +220,14 @@ def test_html_page_has_a_routing_section_for_moe(tmp_path):
     assert result.exit_code == 0, result.output
     html = page.read_text()
     assert 'data-routing="1"' in html and "load: tokens each expert served" in html
+
+
+@pytest.mark.parametrize("name", ["gemma2", "opt-350m"])
+def test_logit_lens_last_layer_is_the_models_output(name):
+    """The lens applies what the head does after the final norm: gemma2's capping, opt-350m's project_out."""
+    from tracer.lens import logit_lens
+
+    model = load_model(model_dir(name))
+    t = model.run(ids=[[5, 17, 42, 60]])
+    layers = logit_lens(t, model.weights, model.spec, 0, 3)
+    np.testing.assert_allclose(layers[-1].probs, t["probs"][0, 3], rtol=1e-5, atol=1e-7)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer.arch.spec import Spec
-from tracer.engine.heads import unembed
+from tracer.engine.heads import lens_unembed
 from tracer.engine.norms import norm
 from tracer.engine.ops import softmax
 
@@ -33,7 +33,7 @@ def residual_steps(n_layers: int, prefix: str = "") -> list[tuple[str, str]]:
 def lens_logits(resid: np.ndarray, W: dict, spec: Spec, prefix: str = "") -> np.ndarray:
     """[..., d_model] -> [..., vocab]: the final norm (when the model has one) and the unembedding."""
     x = norm(resid, W, prefix + "final_norm", spec) if spec.final_norm else resid
-    return unembed(x, W, spec)
+    return lens_unembed(x, W, spec)
 
 
 def logit_lens(trace, W: dict, spec: Spec, row: int, position: int) -> list[LensLayer]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.arch.spec import PoolingSpec, Spec
-from tracer.engine.ops import ACTIVATIONS, layer_norm, linear
+from tracer.engine.ops import ACTIVATIONS, layer_norm, linear, softcap
 
 _BTD = ("batch", "pos", "d_model")
 
@@ -15,6 +15,15 @@ def unembed(x: np.ndarray, W: dict, spec: Spec) -> np.ndarray:
     if spec.logit_scale is not None:
         x = x * x.dtype.type(spec.logit_scale)
     return linear(x, W["unembed.W_U"], W.get("unembed.b_U"))
+
+
+def lens_unembed(x: np.ndarray, W: dict, spec: Spec) -> np.ndarray:
+    """What the head does after the final norm, in one call (the logit lens): OPT-350m's project_out, the
+    unembedding, gemma2's final soft-capping."""
+    if spec.d_embed is not None:
+        x = linear(x, W["project_out.W"])
+    logits = unembed(x, W, spec)
+    return softcap(logits, spec.logit_softcap) if spec.logit_softcap is not None else logits
 
 
 def unembed_op(spec: Spec, source: str) -> str:
