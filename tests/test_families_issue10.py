@@ -231,3 +231,17 @@ def test_logit_lens_last_layer_is_the_models_output(name):
     t = model.run(ids=[[5, 17, 42, 60]])
     layers = logit_lens(t, model.weights, model.spec, 0, 3)
     np.testing.assert_allclose(layers[-1].probs, t["probs"][0, 3], rtol=1e-5, atol=1e-7)
+
+
+def test_gemma3_reads_the_transformers_4_rope_layout():
+    """4.x configs: rope_theta + rope_scaling for global layers, rope_local_base_freq for sliding ones."""
+    import json
+
+    from tracer.arch import gemma3_text
+
+    cfg = json.loads((model_dir("gemma3_text") / "config.json").read_text())
+    new = gemma3_text.spec_from_config(cfg)
+    old_cfg = {k: v for k, v in cfg.items() if k != "rope_parameters"}
+    old_cfg.update(rope_theta=1e6, rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 4.0})
+    old = gemma3_text.spec_from_config(old_cfg)
+    assert (old.rope, old.rope_local) == (new.rope, new.rope_local)
