@@ -164,7 +164,7 @@ def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Seque
     spec, W = model.spec, model.weights
     width = b.inputs.ids.shape[1]
     check_request(model, width, options)
-    n_rows, dtype = b.inputs.ids.shape[0], W["embed.W_E"].dtype
+    n_rows, dtype = b.inputs.ids.shape[0], getattr(W, "dtype", None) or W["embed.W_E"].dtype
     dec0 = b.inputs.decoder if model.route == "encoder-decoder" else b.inputs
     prompt_len = dec0.ids.shape[1]
     cache = new_cache(spec, n_rows, prompt_len + options.max_new_tokens, dtype)
@@ -274,7 +274,7 @@ def _recorder(model, n_rows: int, prompt_len: int, b, options: GenerateOptions):
     if not options.record:
         return NullRecorder(), (), []
     enc_len = b.inputs.ids.shape[1]
-    itemsize = model.weights["embed.W_E"].dtype.itemsize
+    itemsize = (getattr(model.weights, "dtype", None) or model.weights["embed.W_E"].dtype).itemsize
     keep, reduced = generation_keep(model.spec, n_rows, prompt_len, options.max_new_tokens, itemsize, enc_len, options.keep)
     family = model.family
     return Recorder(keep, hf_module=lambda name: hf_module(family, strip_decode(name))), keep, reduced

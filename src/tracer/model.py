@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -132,7 +134,7 @@ class Model:
         main = b.inputs.decoder or b.inputs  # the stack whose self-attention the masks describe
         reduced: list[str] = []
         if keep is None:
-            itemsize = self.weights["embed.W_E"].dtype.itemsize
+            itemsize = np.dtype(DTYPES[self.dtype]).itemsize
             keep, reduced = auto_keep(self.spec, *b.inputs.ids.shape, itemsize)
         override = self._checked_override(mask_override, b) if mask_override is not None else None
         headless = self.route == "encoder" and self.spec.head == "none"  # a bare BertModel: no `bert.` prefix
@@ -180,7 +182,7 @@ class Model:
             if arr.ndim != 4 or any(s not in (1, t) for s, t in zip(arr.shape, target)):
                 raise TracerError(f"the {name} has shape {tuple(arr.shape)}, which does not land on the scores "
                                   f"[batch={bsz}, heads={target[1]}, q_len={q}, kv_len={q}]")
-        dtype = self.weights["embed.W_E"].dtype
+        dtype = np.dtype(DTYPES[self.dtype])
         bias = None if m.bias is None else m.bias.astype(dtype)
         return MaskOverride(m.keep.astype(bool), bias, m.note)
 
@@ -258,27 +260,62 @@ def _size_summary(spec: Spec) -> str:
 
 
 def load_weights(files: WeightFiles, sources: dict[str, Source], spec: Spec, dtype,
-                 used: set[str] | None = None) -> dict[str, np.ndarray]:
-    """Canonical name -> array [in, out] in the compute dtype; float32 files stay memory-mapped views.
-    `used` collects the HF names read (for the unused-weight check)."""
-    weights = {}
+                 used: set[str] | None = None) -> "LazyWeights":
+    """Canonical name -> array [in, out] in the compute dtype, made when read (see LazyWeights).
+    `used` collects the HF names read (for the unused-weight check).
+
+    Every shape is checked here, from the file headers alone: a config that disagrees with its weights
+    fails at load, before any tensor is read."""
+    resolved = {}
     for name, shape in expected_shapes(spec).items():
         src = sources[name]
         hf_name = _resolve(files, (src.hf_name, *src.aliases))
         if used is not None:
             used.add(hf_name)
-        raw = files.get(hf_name)
+        stored = files.shape(hf_name)
         try:
-            arr = src.transform(raw)
+            got = src.transform(_shape_only(stored)).shape
         except ValueError:
-            arr = None
-        if arr is None or tuple(arr.shape) != shape:
+            got = None
+        if got is None or tuple(got) != shape:
             raise TracerError(
-                f"config.json disagrees with the weights: {hf_name} has shape {list(raw.shape)}, "
+                f"config.json disagrees with the weights: {hf_name} has shape {list(stored)}, "
                 f"but the config implies {list(shape)} for {name}"
             )
-        weights[name] = arr if arr.dtype == dtype else arr.astype(dtype)
-    return weights
+        resolved[name] = (hf_name, src.transform)
+    return LazyWeights(files, resolved, dtype)
+
+
+def _shape_only(shape: tuple[int, ...]) -> np.ndarray:
+    """A read-only array of that shape over one number (zero strides): transforms give their shapes for free."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=shape, strides=(0,) * len(shape),
+                                           writeable=False)
+
+
+class LazyWeights(Mapping):
+    """The model's weights, made on each read from the memory-mapped files and dropped by the reader.
+
+    float32 files in a float32 run are views of the map (no copy, as before). bfloat16/float16 files, or a
+    float64 run, are widened when a step reads the tensor, so a forward pass holds the weights of the step
+    it is computing, not a widened copy of the whole model: memory stays near the mapped file plus one
+    block's widened weights plus activations."""
+
+    def __init__(self, files: WeightFiles, resolved: dict[str, tuple[str, object]], dtype):
+        self.files, self._resolved, self.dtype = files, resolved, np.dtype(dtype)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        hf_name, transform = self._resolved[name]
+        arr = transform(self.files.get(hf_name))
+        return arr if arr.dtype == self.dtype else arr.astype(self.dtype)
+
+    def __iter__(self):
+        return iter(self._resolved)
+
+    def __len__(self) -> int:
+        return len(self._resolved)
+
+    def __contains__(self, name) -> bool:  # no tensor read (affine_op asks whether a bias exists)
+        return name in self._resolved
 
 
 def _resolve(files: WeightFiles, names: tuple[str, ...]) -> str:

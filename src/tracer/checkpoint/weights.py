@@ -39,6 +39,13 @@ class WeightFiles:
             raise TracerError(f"{self.folder}: weight {name!r} is missing from the safetensors files")
         return f.array(name)
 
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The stored shape, from the header (no data read)."""
+        f = self._where.get(name)
+        if f is None:
+            raise TracerError(f"{self.folder}: weight {name!r} is missing from the safetensors files")
+        return tuple(f.entries[name].shape)
+
     def storage_dtype(self, name: str) -> str:
         return self._where[name].entries[name].dtype
 

@@ -70,7 +70,7 @@ def run_stack(inputs: ForwardInputs, W: dict, spec: Spec, rec, prefix: str, mask
     """Embed and run every block of one stack -> [batch, pos, d_model] (after its final norm, if any).
 
     With a cache, `inputs` are only the new positions: `cache.past` earlier ones sit in the cache (see engine.decode)."""
-    dtype = W["embed.W_E"].dtype
+    dtype = getattr(W, "dtype", None) or W["embed.W_E"].dtype  # a lazy mapping says it without a read
     q_len = inputs.ids.shape[1]
     rope = rope_local = None
     if spec.positions == "rotary":
