@@ -5,40 +5,38 @@ by query_pre_attn_scalar^-0.5, and sliding-window layers alternating with global
 import math
 
 from tracer.arch.canonical import Source
-from tracer.arch.llama import llama_spec, llama_weights
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights, sliding_window  # noqa: F401  (IGNORED: re-exported)
+from tracer.arch.qwen2 import LAYER_TYPES
+from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_list, cfg_size
 
 
-def layer_windows(cfg: dict, default_types) -> tuple[int | None, ...]:
+def layer_windows(cfg: dict, default_types, family: str) -> tuple[int | None, ...]:
     """Per layer: the window for "sliding_attention" layers, None for "full_attention"."""
-    n_layers = int(cfg.get("num_hidden_layers", 0))
-    types = cfg.get("layer_types") or default_types(n_layers)
-    window = cfg.get("sliding_window")
-    return tuple(int(window) if t == "sliding_attention" and window else None for t in types)
+    n_layers = cfg_size(cfg, "num_hidden_layers", family, "layers")
+    types = cfg_list(cfg, "layer_types", family, length=n_layers, choices=LAYER_TYPES, default=None)
+    window = sliding_window(cfg, family)
+    return tuple(window if t == "sliding_attention" and window else None for t in types or default_types(n_layers))
 
 
 def _alternating(n_layers: int) -> list[str]:
     return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n_layers)]
 
 
-def gemma2_fields(cfg: dict, default_types=_alternating) -> dict:
+def gemma2_fields(cfg: dict, family: str, default_types=_alternating) -> dict:
     """The Spec fields Gemma-2 and Gemma-3 share."""
-    d_model = int(cfg.get("hidden_size", 0))
-    scalar = cfg.get("query_pre_attn_scalar")
+    d_model = cfg_size(cfg, "hidden_size", family, "d_model")
+    scalar = cfg_float(cfg, "query_pre_attn_scalar", family, above=0.0, default=None)
     return dict(
         norm_offset=1.0,
         norm_placement="sandwich",
         embed_scale=math.sqrt(d_model),
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-        causal=not cfg.get("use_bidirectional_attention", False),
-        attn_scale=float(scalar) ** -0.5 if scalar else None,
-        attn_softcap=_float_or_none(cfg.get("attn_logit_softcapping")),
-        logit_softcap=_float_or_none(cfg.get("final_logit_softcapping")),
-        sliding_window=layer_windows(cfg, default_types),
+        tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", family, default=True),
+        causal=not cfg_bool(cfg, "use_bidirectional_attention", family, default=False),
+        attn_scale=scalar ** -0.5 if scalar else None,
+        attn_softcap=cfg_float(cfg, "attn_logit_softcapping", family, above=0.0, default=None),
+        logit_softcap=cfg_float(cfg, "final_logit_softcapping", family, above=0.0, default=None),
+        sliding_window=layer_windows(cfg, default_types, family),
     )
-
-
-def _float_or_none(value):
-    return float(value) if value is not None else None
 
 
 def sandwich_weights(spec, src: dict, prefix: str = "model") -> dict:
@@ -53,7 +51,7 @@ def sandwich_weights(spec, src: dict, prefix: str = "model") -> dict:
 
 
 def spec_from_config(cfg: dict):
-    return llama_spec(cfg, "gemma2", **gemma2_fields(cfg))
+    return llama_spec(cfg, "gemma2", **gemma2_fields(cfg, "gemma2"))
 
 
 def weight_sources(spec):

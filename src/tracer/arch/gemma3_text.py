@@ -2,9 +2,11 @@
 rotary for the sliding-window layers (`rope_parameters.sliding_attention`; transformers 4: rope_local_base_freq)."""
 
 from tracer.arch.gemma2 import gemma2_fields, sandwich_weights
-from tracer.arch.llama import llama_spec, llama_weights, rope_spec
+from tracer.arch.llama import IGNORED, head_sizes, llama_spec, llama_weights, rope_spec  # noqa: F401  (IGNORED: re-exported)
 from tracer.arch.qwen3 import qk_norm_weights
-from tracer.checkpoint.config import require
+from tracer.checkpoint.config import cfg_float, cfg_object, cfg_size
+
+FAMILY = "gemma3_text"
 
 
 def _every_sixth_global(n_layers: int) -> list[str]:
@@ -14,32 +16,32 @@ def _every_sixth_global(n_layers: int) -> list[str]:
 def rope_by_layer_type(cfg: dict) -> tuple[dict, dict]:
     """(global, local) rope parameters from either layout: nested by layer type (transformers 5), or
     rope_theta + rope_scaling for the global layers and rope_local_base_freq for the local ones (4.x)."""
-    params = cfg.get("rope_parameters") or {}
+    params = cfg_object(cfg, "rope_parameters", FAMILY)
     if "full_attention" in params or "sliding_attention" in params:
-        full = dict(params.get("full_attention") or {})
-        local = dict(params.get("sliding_attention") or {})
+        full = cfg_object(params, "full_attention", FAMILY)
+        local = cfg_object(params, "sliding_attention", FAMILY)
     else:
-        full = dict(cfg.get("rope_scaling") or {})
+        full = cfg_object(cfg, "rope_scaling", FAMILY)
         if "type" in full and "rope_type" not in full:
             full["rope_type"] = full.pop("type")
         local = {}
     full.setdefault("rope_type", "default")
-    full.setdefault("rope_theta", cfg.get("rope_theta", 1_000_000.0))
+    full.setdefault("rope_theta", cfg_float(cfg, "rope_theta", FAMILY, above=0.0, default=1_000_000.0))
     local.setdefault("rope_type", "default")
-    local.setdefault("rope_theta", cfg.get("rope_local_base_freq", 10_000.0))
+    local.setdefault("rope_theta", cfg_float(cfg, "rope_local_base_freq", FAMILY, above=0.0, default=10_000.0))
     return full, local
 
 
 def spec_from_config(cfg: dict):
-    d_head = int(cfg.get("head_dim") or int(require(cfg, "hidden_size", family="gemma3_text")) // int(
-        require(cfg, "num_attention_heads", family="gemma3_text")))
+    d_model = cfg_size(cfg, "hidden_size", FAMILY, "d_model")
+    d_head = head_sizes(cfg, FAMILY, d_model, cfg_size(cfg, "num_attention_heads", FAMILY, "heads"))
     full, local = rope_by_layer_type(cfg)
-    fields = gemma2_fields(cfg, _every_sixth_global)
+    fields = gemma2_fields(cfg, FAMILY, _every_sixth_global)
     # transformers (5.24) reads attn_logit_softcapping into the attention module but never passes it on:
     # Gemma-3 scores are not capped, whatever the config says
-    fields.update(attn_softcap=None, qk_norm="head", rope=rope_spec(cfg, d_head, "gemma3_text", full),
-                  rope_local=rope_spec(cfg, d_head, "gemma3_text", local))
-    return llama_spec(cfg, "gemma3_text", **fields)
+    fields.update(attn_softcap=None, qk_norm="head", rope=rope_spec(cfg, d_head, FAMILY, full),
+                  rope_local=rope_spec(cfg, d_head, FAMILY, local))
+    return llama_spec(cfg, FAMILY, **fields)
 
 
 def weight_sources(spec):

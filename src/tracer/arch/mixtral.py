@@ -2,21 +2,21 @@
 w1 = gate, w3 = up, w2 = down), top-k probabilities renormalised to sum to 1."""
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import llama_spec, llama_weights
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights, sliding_window  # noqa: F401  (IGNORED: re-exported)
 from tracer.arch.spec import MoeSpec
-from tracer.checkpoint.config import require
+from tracer.checkpoint.config import cfg_int, cfg_size
 
 
 def spec_from_config(cfg: dict):
-    n_layers = int(cfg.get("num_hidden_layers", 0))
-    window = cfg.get("sliding_window")
+    n_layers = cfg_size(cfg, "num_hidden_layers", "mixtral", "layers")
+    n_experts = cfg_int(cfg, "num_local_experts", "mixtral", maximum=1 << 16)
     moe = MoeSpec(
-        n_experts=int(require(cfg, "num_local_experts", family="mixtral")),
-        top_k=int(require(cfg, "num_experts_per_tok", family="mixtral")),
-        d_expert=int(require(cfg, "intermediate_size", family="mixtral")),
+        n_experts=n_experts,
+        top_k=cfg_int(cfg, "num_experts_per_tok", "mixtral", maximum=n_experts),
+        d_expert=cfg_size(cfg, "intermediate_size", "mixtral", "d_ff"),
         normalize=True,
     )
-    return llama_spec(cfg, "mixtral", moe=moe, sliding_window=(int(window) if window else None,) * n_layers)
+    return llama_spec(cfg, "mixtral", moe=moe, sliding_window=(sliding_window(cfg, "mixtral"),) * n_layers)
 
 
 def moe_weights(spec, src: dict, layer: int, router: str, expert: str, names: tuple[str, str, str]) -> dict:

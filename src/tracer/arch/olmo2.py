@@ -2,7 +2,7 @@
 RMSNorm over the whole projection (all heads together) before the head split and rotary."""
 
 from tracer.arch.canonical import Source
-from tracer.arch.llama import llama_spec, llama_weights
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
 from tracer.arch.qwen3 import qk_norm_weights
 
 

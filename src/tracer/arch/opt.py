@@ -15,7 +15,7 @@ def spec_from_config(cfg: dict) -> Spec:
         raise TracerError(f"config.json (opt): hidden_size {d} is not a multiple of num_attention_heads {heads}")
     proj = cfg_size(cfg, "word_embed_proj_dim", "opt", "d_model", default=None)
     d_embed = proj if proj not in (None, d) else None  # opt-350m: embeddings projected in and out
-    if cfg.get("layer_norm_elementwise_affine") is False:
+    if cfg_bool(cfg, "layer_norm_elementwise_affine", "opt", default=True) is False:
         raise TracerError("opt: layer_norm_elementwise_affine=false is not supported yet")
     pre = cfg_bool(cfg, "do_layer_norm_before", "opt", default=True)
     bias = cfg_bool(cfg, "enable_bias", "opt", default=True)

@@ -2,16 +2,17 @@
 q/k/v and the output projection (`dense`), a plain GELU MLP (fc1, fc2), and an LM head with a bias."""
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import llama_spec
+from tracer.arch.llama import IGNORED, llama_spec  # noqa: F401  (IGNORED: re-exported)
+from tracer.checkpoint.config import cfg_bool, cfg_float
 from tracer.errors import TracerError
 
 
 def spec_from_config(cfg: dict):
-    if cfg.get("qk_layernorm"):
+    if cfg_bool(cfg, "qk_layernorm", "phi", default=False):
         raise TracerError("phi: qk_layernorm=true is not supported yet")
     return llama_spec(
         cfg, "phi",
-        norm="layernorm", norm_eps=float(cfg.get("layer_norm_eps", 1e-5)),
+        norm="layernorm", norm_eps=cfg_float(cfg, "layer_norm_eps", "phi", minimum=0.0, maximum=1.0, default=1e-5),
         qkv_bias=True, o_bias=True, mlp="plain", mlp_bias=True,
         residual="parallel", shared_norm=True, head_bias=True,
     )  # fmt: skip

@@ -1,7 +1,7 @@
 """Qwen3: Llama plus q_norm / k_norm (RMSNorm over each head's d_head, before rotary), no q/k/v biases."""
 
 from tracer.arch.canonical import Source
-from tracer.arch.llama import llama_spec, llama_weights
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
 from tracer.arch.qwen2 import layer_windows
 
 
