@@ -53,7 +53,10 @@ def check(folder, rows, seq2seq: bool) -> None:
     assert mine.tolist() == new.tolist(), f"{folder.name}: tokens differ"
     worst = float(np.abs(logits - scores).max())
     assert worst <= ATOL, f"{folder.name}: cached logits differ from transformers' scores by {worst}"
-    assert len(set(mine.ravel().tolist())) > 1 or seq2seq, "a constant output would test little"
+    # a constant output would test little, unless the step-to-step logits still move (phi and gemma2's tiny
+    # fixtures repeat one greedy token on the single prompt while each step's distribution differs)
+    moving = float(np.abs(np.diff(logits, axis=1)).max()) > 1e-2
+    assert len(set(mine.ravel().tolist())) > 1 or seq2seq or moving, "a constant output would test little"
 
 
 @pytest.mark.parametrize("prompts", sorted(PROMPTS))
