@@ -58,6 +58,7 @@ def generate(
     no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS (the tokenizer's post-processor)."),
     save: Optional[Path] = typer.Option(None, "--save", "-o", help="Write a trace: the prefill under the usual names, step t under decode.{t}."),
     keep: Optional[List[str]] = typer.Option(None, "--keep", help="With --save: glob of steps kept whole (repeatable; applies to every step t too). Default: all under 2 GiB."),
+    cost: bool = typer.Option(False, "--cost", help="Add what each pass costs: FLOPs with the cache and without it, beside the measured time."),
     as_json: bool = typer.Option(False, "--json", help="Print rows, new ids, text, stop reason and steps as JSON."),
 ):
     from tracer.api import load_model
@@ -91,21 +92,38 @@ def generate(
 
         gen.trace.save(save)
         confirm_stderr(f"wrote the trace to {save} ({len(gen.trace.names())} steps, {save.stat().st_size:,} bytes)")
+    costs = step_costs(m, gen) if cost else None
     if as_json:
-        print(json.dumps(gen.to_json(), ensure_ascii=False, indent=1, allow_nan=False))
+        data = gen.to_json()
+        if costs is not None:
+            data["cost"] = costs
+        print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
         return
-    show(m, gen, dtype, batch_row)
+    show(m, gen, dtype, batch_row, costs)
 
 
-def show(m, gen, dtype: str, batch_row: int | None) -> None:
-    from tracer.render.generate_view import render_cache, render_prefill, render_steps, render_text
+def step_costs(m, gen) -> list[dict]:
+    """FLOPs of every pass of this generation (prefill, then each step) beside its measured time."""
+    from tracer.cost.generation import generation_costs
+
+    enc_len = max(len(r.prompt_ids) for r in gen.rows)
+    itemsize = 8 if m.dtype == "float64" else 4
+    steps = [(s.t, s.cache_before, s.cache_after, s.seconds) for s in gen.steps]
+    return generation_costs(m.spec, steps, len(gen.rows), enc_len, itemsize)
+
+
+def show(m, gen, dtype: str, batch_row: int | None, costs: list[dict] | None = None) -> None:
+    from tracer.render.generate_view import render_cache, render_cost, render_prefill, render_steps, render_text
 
     console = make_console()
     spec = m.spec
     line = (f"{m.folder.name}: {m.family}, {spec.route_text}, {spec.n_layers} layers, {spec.n_heads} heads "
             f"({spec.n_kv_heads} kv), d_head {spec.d_head}, {dtype}")
-    for n, view in enumerate((lambda k: render_prefill(gen, line, k), lambda k: render_steps(gen, k, console.width),
-                              lambda k: render_cache(gen, k, batch_row), lambda k: render_text(gen, dtype, k)), start=1):
+    views = [lambda k: render_prefill(gen, line, k), lambda k: render_steps(gen, k, console.width),
+             lambda k: render_cache(gen, k, batch_row), lambda k: render_text(gen, dtype, k)]
+    if costs is not None:
+        views.insert(3, lambda k: render_cost(costs, k))
+    for n, view in enumerate(views, start=1):
         if n > 1:
             console.print()
         console.print(view(n))

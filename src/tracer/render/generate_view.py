@@ -161,3 +161,26 @@ def render_text(gen, dtype: str, number: int = 4) -> Group:
 
 def _tol(dtype: str) -> str:
     return "1e-5" if dtype == "float32" else "1e-10"
+
+
+def render_cost(costs: list[dict], number: int) -> Group:
+    """Per pass: FLOPs with the cache beside the measured time, and what the same token costs without a cache."""
+    caption = ("FLOPs counted from the config (tracer cost); step 0 is the prefill. Without a cache every step "
+               "recomputes all positions so far: its cost grows with the length, the cached step's barely does.")
+    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
+    for col in ("t", "new", "keys", "FLOPs", "of it q·k, w·v", "time", "GFLOP/s", "no cache", "saved"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for c in costs:
+        rate = "" if c["gflops_per_s"] is None else f"{c['gflops_per_s']:.2f}"
+        saved = f"{c['uncached_flops'] / c['flops']:.1f}x" if c["flops"] else ""
+        table.add_row(str(c["t"]), str(c["new_positions"]), str(c["keys"]), f"{c['flops']:.3g}",
+                      f"{c['attention_pair_flops']:.3g}", f"{c['seconds'] * 1e3:.1f} ms", rate,
+                      f"{c['uncached_flops']:.3g}", saved)
+    decoding = [c for c in costs if c["t"] > 0]
+    parts: list = [heading(number, "Cost per pass", caption), table]
+    if decoding:
+        with_cache = sum(c["flops"] for c in decoding)
+        without = sum(c["uncached_flops"] for c in decoding)
+        parts.append(Text(f"decoding {len(decoding)} tokens: {with_cache:.3g} FLOPs with the cache, {without:.3g} "
+                          f"without ({without / with_cache:.1f}x)", style=DIM))
+    return Group(*parts)
