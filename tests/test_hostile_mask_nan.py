@@ -85,6 +85,18 @@ def test_next_token_panel_draws_no_bars_or_entropy_for_nan_rows(nan_model):
     assert "entropy -0.00" not in r.output and "no entropy" in r.output
 
 
+def test_html_page_draws_no_bars_or_entropy_for_nan_rows(nan_model, tmp_path):
+    import re
+
+    page = tmp_path / "nan.html"
+    r = cli("run", "--model", nan_model, "--ids", "1,2,3", "--only", "top_k", "--export-html", str(page))
+    assert r.exit_code == 0, r.output
+    html = page.read_text(encoding="utf-8")
+    widths = [float(w) for w in re.findall(r'class="fill" style="width:([0-9.]+)%"', html)]
+    assert widths and all(w == 0.0 for w in widths), "a NaN probability draws no bar"
+    assert "no entropy" in html and "entropy nan" not in html.lower()
+
+
 def test_nan_in_json(nan_model):
     import json
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 from tracer.html.common import esc, fmt, uniform
 
 
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
 def _bar_row(e: dict, top: float, texts: tuple[str, str, str], css: str = "") -> str:
-    width = 100.0 * e["prob"] / top if top > 0 else 0.0
+    width = 100.0 * e["prob"] / top if top > 0 and _finite(e["prob"]) else 0.0  # no bar for a NaN probability
     prob, logit, cum = texts
     return (f'<tr class="{css}"><td class="num">{e.get("rank", "")}</td><td class="piece">{esc(e["token"])}</td>'
             f'<td class="num dim">{e["id"]}</td><td class="bar"><div class="fill" style="width:{width:.1f}%" '
@@ -28,15 +34,20 @@ def section(report: dict):
 def bars(dist: dict, top_k) -> str:
     if dist.get("missing"):
         return f'<p class="note warn">{esc(dist["missing"])}</p>'
-    top = max((e["prob"] for e in top_k or []), default=0.0)
+    top = max((e["prob"] for e in top_k or [] if _finite(e["prob"])), default=0.0)
     target = dist.get("target")
     entries = list(top_k or []) + ([dict(target, cum=None)] if target is not None else [])
     columns = [uniform([e.get(k) for e in entries], 4 if k != "logit" else 2) for k in ("prob", "logit", "cum")]
     rows = [_bar_row(e, top, (columns[0][i], columns[1][i], columns[2][i]), "target" if target is not None and i == len(entries) - 1 else "")
             for i, e in enumerate(entries)]
     where = "in place of" if dist.get("kind") == "fill" else "after"
+    if dist.get("nonfinite"):
+        summary = (f'<span class="warn">no entropy: {dist["nonfinite"]} probabilities here are NaN or Inf, '
+                   'so no bar or number below means what it seems</span>')
+    else:
+        summary = f'entropy {fmt(dist.get("entropy_bits"), 3)} bits (perplexity {fmt(dist.get("perplexity"), 3)})'
     head = (f'<p class="note">{where} position {dist.get("position")} <strong>{esc(dist.get("after", ""))}</strong>: '
-            f'entropy {fmt(dist.get("entropy_bits"), 3)} bits (perplexity {fmt(dist.get("perplexity"), 3)})</p>')
+            f'{summary}</p>')
     tnote = ""
     if target is not None:
         tnote = (f'<p class="note">target {esc(target.get("text") or target["token"])}: rank {target["rank"]}, '
