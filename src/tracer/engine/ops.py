@@ -56,7 +56,11 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
 
 def gelu_erf(x: np.ndarray) -> np.ndarray:
     """GELU with the exact error function: 0.5 x (1 + erf(x / sqrt 2))."""
-    return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+    y = erf(x * (1.0 / math.sqrt(2.0)))  # a fresh array: the rest happens in place
+    y += 1.0
+    y *= x
+    y *= 0.5
+    return y
 
 
 def silu(x: np.ndarray) -> np.ndarray:
@@ -75,11 +79,25 @@ def erf(x: np.ndarray) -> np.ndarray:
     rational approximation with max abs error 1.2e-7 (Numerical Recipes erfc), below float32 resolution."""
     if x.dtype == np.float64:
         return _erf_exact(x).astype(np.float64)
-    t = 1.0 / (1.0 + 0.5 * np.abs(x))
-    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (
-        0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
-    erfc = t * np.exp(-x * x + poly)
-    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype, copy=False)
+    t = np.abs(x)
+    t *= 0.5
+    t += 1.0
+    np.reciprocal(t, out=t)  # t = 1 / (1 + |x| / 2)
+    poly = np.full_like(t, _ERFC_POLY[-1])
+    for c in reversed(_ERFC_POLY[:-1]):  # Horner, in place: one pass per coefficient, no temporaries
+        poly *= t
+        poly += c
+    erfc = np.multiply(x, x)
+    np.negative(erfc, out=erfc)
+    erfc += poly
+    np.exp(erfc, out=erfc)
+    erfc *= t  # erfc(|x|) = t exp(-x^2 + poly(t))
+    np.subtract(1.0, erfc, out=erfc)
+    return np.copysign(erfc, x, out=erfc)  # erf(x) = sign(x) (1 - erfc(|x|))
+
+
+_ERFC_POLY = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
+              -0.82215223, 0.17087277)
 
 
 _erf_exact = np.frompyfunc(math.erf, 1, 1)
