@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from tracer.arch.spec import Spec
-from tracer.keep_policy import DEFAULT_BUDGET, produced, step_sizes
+from tracer.keep_policy import DEFAULT_BUDGET, largest_dropped, produced, step_sizes
 from tracer.steps import route_templates
 
 DECODE = "decode.*."
@@ -50,12 +50,7 @@ def generation_keep(spec: Spec, batch: int, prompt_len: int, n_new: int, itemsiz
     for t in range(1, n_new):
         for glob, size in decode_step_sizes(spec, batch, prompt_len + t, enc_len, itemsize).items():
             totals[glob] = totals.get(glob, 0) + size
-    total, dropped = sum(totals.values()), []
-    for glob, size in sorted(totals.items(), key=lambda kv: -kv[1]):
-        if total <= budget:
-            break
-        dropped.append(glob)
-        total -= size
+    dropped = largest_dropped(totals, budget)
     if not dropped:
         return ("*",), []
     kept = tuple(g for g in totals if g not in dropped)

@@ -56,15 +56,21 @@ def produced(template: str, spec: Spec) -> bool:
     return next((present for suffix, present in optional.items() if template.endswith(suffix)), True)
 
 
-def auto_keep(spec: Spec, batch: int, length: int, itemsize: int, budget: int = DEFAULT_BUDGET) -> tuple[tuple[str, ...], list[str]]:
-    """(keep globs, the globs reduced to statistics). ("*",) and [] when everything fits."""
-    sizes = step_sizes(spec, batch, length, itemsize)
+def largest_dropped(sizes: dict[str, int], budget: int) -> list[str]:
+    """The globs to reduce to statistics, largest first, until the rest fits the budget."""
     total, dropped = sum(sizes.values()), []
     for glob, size in sorted(sizes.items(), key=lambda kv: -kv[1]):
         if total <= budget:
             break
         dropped.append(glob)
         total -= size
+    return dropped
+
+
+def auto_keep(spec: Spec, batch: int, length: int, itemsize: int, budget: int = DEFAULT_BUDGET) -> tuple[tuple[str, ...], list[str]]:
+    """(keep globs, the globs reduced to statistics). ("*",) and [] when everything fits."""
+    sizes = step_sizes(spec, batch, length, itemsize)
+    dropped = largest_dropped(sizes, budget)
     if not dropped:
         return ("*",), []
     return tuple(g for g in sizes if g not in dropped), dropped
