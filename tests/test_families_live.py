@@ -66,3 +66,27 @@ def test_captured_steps_have_tracers_values(built, name):
     hooked = [s.name for s in ref.steps if s.op.startswith("hf:") and not s.name.startswith("input.")
               and "hidden_states" not in s.op and "attentions" not in s.op]
     assert hooked and all(n in errors for n in hooked if n in ours), [n for n in hooked if n in ours and n not in errors]
+
+
+def test_llama_with_mlp_bias_matches_transformers(tmp_path):
+    """`mlp_bias: true` puts a bias on gate, up and down: all three must be read and applied."""
+    torch = pytest.importorskip("torch")
+    tf = pytest.importorskip("transformers")
+    from test_parity import ATOL32, compare
+    from tracer import load_model
+    from tracer.capture import capture
+
+    torch.manual_seed(0)
+    config = tf.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, mlp_bias=True, max_position_embeddings=32)
+    model = tf.LlamaForCausalLM(config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("mlp.gate_proj.bias") or name.endswith("mlp.up_proj.bias") or name.endswith("mlp.down_proj.bias"):
+                param.normal_(0, 0.5)
+    model.save_pretrained(tmp_path)
+    ref = capture(tmp_path, ids=[[3, 9, 27, 5]])
+    ours = load_model(tmp_path)
+    assert ours.spec.mlp_bias and "blocks.0.mlp.b_up" in ours.weights
+    errors = compare(ref, ours.run(ids=[[3, 9, 27, 5]]), ATOL32)
+    assert "logits" in errors and "blocks.1.mlp.out" in errors

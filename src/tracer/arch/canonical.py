@@ -105,6 +105,8 @@ def stack_shapes(spec: Spec, prefix: str) -> dict[str, tuple[int, ...]]:
         shapes[p + "mlp.W_out"] = (f, d)
         if spec.mlp_bias:
             shapes[p + "mlp.b_in"] = (f,)
+            if spec.mlp == "gated":
+                shapes[p + "mlp.b_up"] = (f,)
             shapes[p + "mlp.b_out"] = (d,)
     if spec.final_norm:
         shapes.update(_norm_shapes(prefix + "final_norm", spec))

@@ -167,9 +167,10 @@ def llama_weights(spec: Spec, prefix: str = "model") -> dict[str, Source]:
         src[p + "attn.W_o"] = transposed(hf + "self_attn.o_proj.weight")
         if spec.o_bias:
             src[p + "attn.b_o"] = Source(hf + "self_attn.o_proj.bias")
-        src[p + "mlp.W_in"] = transposed(hf + "mlp.gate_proj.weight")
-        src[p + "mlp.W_up"] = transposed(hf + "mlp.up_proj.weight")
-        src[p + "mlp.W_out"] = transposed(hf + "mlp.down_proj.weight")
+        for ours, theirs in (("in", "gate_proj"), ("up", "up_proj"), ("out", "down_proj")):
+            src[p + f"mlp.W_{ours}"] = transposed(hf + f"mlp.{theirs}.weight")
+            if spec.mlp_bias:  # llama's `mlp_bias`: all three projections carry one
+                src[p + f"mlp.b_{ours}"] = Source(hf + f"mlp.{theirs}.bias")
     src["final_norm.w"] = Source(f"{prefix}.norm.weight")
     src["unembed.W_U"] = head_source(spec, f"{prefix}.embed_tokens.weight", "lm_head.weight")
     return src
