@@ -35,9 +35,8 @@ def load_builder():
     return module
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """{family: folder} of freshly built fixtures (weights, tokenizer, references)."""
+def build_fixtures(tmp_path_factory, names, write) -> dict:
+    """{name: folder} of freshly built fixtures; `write(builder, folder)` adds the references or prompts."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     builder = load_builder()
@@ -46,10 +45,16 @@ def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("fixtures")
     base = builder.train_tokenizer()
     folders = {}
-    for name in FAMILIES:
+    for name in names:
         folders[name] = builder.build_model(name, out, base)
-        builder.write_references(folders[name])
+        write(builder, folders[name])
     return folders
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """{family: folder} of freshly built fixtures (weights, tokenizer, references)."""
+    return build_fixtures(tmp_path_factory, FAMILIES, lambda builder, folder: builder.write_references(folder))
 
 
 def _prompt_ids(folder: Path) -> list[list[int]]:

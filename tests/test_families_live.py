@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_capture_live import _forward, _model, _prompt_ids, load_builder
+from test_capture_live import _forward, _model, _prompt_ids, build_fixtures
 from tracer.arch import hf_names
 from tracer.steps import describe
 
@@ -18,17 +18,7 @@ NEW = ("qwen3", "olmo2", "starcoder2", "phi", "gemma2", "gemma3_text", "mixtral"
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    builder = load_builder()
-    torch.set_num_threads(1)
-    builder.quiet_transformers()
-    out = tmp_path_factory.mktemp("fixtures")
-    base = builder.train_tokenizer()
-    folders = {name: builder.build_model(name, out, base) for name in NEW}
-    for folder in folders.values():
-        builder.write_prompts(folder)
-    return folders
+    return build_fixtures(tmp_path_factory, NEW, lambda builder, folder: builder.write_prompts(folder))
 
 
 @pytest.mark.parametrize("name", NEW)

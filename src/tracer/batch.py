@@ -18,6 +18,7 @@ class Batch:
     tokens: list[list[dict]]  # per row, per position: see Token.to_dict (pads included, marked)
     prompts: list[str | None]
     decoder_tokens: list[list[dict]] | None = None  # encoder-decoder: the decoder's input tokens
+    position_rule: str = "mask"  # how the (encoder's) position ids were counted: "mask" or "index"
 
 
 def rows_from_text(texts: list[str], tok: Tokenizer | None, special_tokens: bool,

@@ -100,7 +100,7 @@ class Model:
         if self.route == "encoder-decoder":
             dec, decoder_tokens = self._decoder_inputs(len(rows), decoder_text, decoder_ids)
             inputs = replace(inputs, decoder=dec)
-        return Batch(inputs, tokens, list(prompts), decoder_tokens)
+        return Batch(inputs, tokens, list(prompts), decoder_tokens, rule)
 
     def _decoder_inputs(self, n_rows: int, text: str | None, ids: Sequence[int] | None) -> tuple[ForwardInputs, list]:
         """The decoder's input, the same on every row: the start token, then the given text or ids."""
@@ -153,7 +153,7 @@ class Model:
             "tokens": b.tokens,
             "pad_side": pad_side,
             "special_tokens": special_tokens,
-            "positions": (self.spec.encoder or self.spec).position_rule if positions == "auto" else positions,
+            "positions": b.position_rule,
             "mask": self._mask_meta(b, override, masks),
             "keep": list(keep),
             "reduced_to_stats": reduced,

@@ -81,6 +81,17 @@ def _missing(family: str, keys: tuple[str, ...]) -> TracerError:
     return TracerError(f"config.json of this {family} model has no {' or '.join(keys)}")
 
 
+def _field(cfg: dict, key: str | Iterable[str], family: str, default: Any) -> tuple[str, Any] | None:
+    """(name, value) of the first key present; None when none is and a default stands in; an error otherwise."""
+    keys = _keys(key)
+    name, value = _lookup(cfg, keys)
+    if value is None:
+        if default is _MISSING:
+            raise _missing(family, keys)
+        return None
+    return name, value
+
+
 def _int_form(minimum: int | None, maximum: int | None) -> str:
     if minimum is not None and maximum is not None:
         return f"an integer in [{minimum}, {maximum}]"
@@ -92,12 +103,10 @@ def _int_form(minimum: int | None, maximum: int | None) -> str:
 def cfg_int(cfg: dict, key: str | Iterable[str], family: str, *, minimum: int | None = 1,
             maximum: int | None = None, default: Any = _MISSING) -> Any:
     """An integer field (an integral float such as 2048.0 is accepted); the first of several keys present."""
-    keys = _keys(key)
-    name, value = _lookup(cfg, keys)
-    if value is None:
-        if default is _MISSING:
-            raise _missing(family, keys)
+    found = _field(cfg, key, family, default)
+    if found is None:
         return default
+    name, value = found
     form = _int_form(minimum, maximum)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise bad_field(family, name, value, form)
@@ -118,12 +127,10 @@ def cfg_size(cfg: dict, key: str | Iterable[str], family: str, kind: str, defaul
 def cfg_float(cfg: dict, key: str | Iterable[str], family: str, *, minimum: float | None = None,
               maximum: float | None = None, above: float | None = None, default: Any = _MISSING) -> Any:
     """A finite number; `minimum`/`maximum` inclusive, `above` exclusive."""
-    keys = _keys(key)
-    name, value = _lookup(cfg, keys)
-    if value is None:
-        if default is _MISSING:
-            raise _missing(family, keys)
+    found = _field(cfg, key, family, default)
+    if found is None:
         return default
+    name, value = found
     parts = []
     if above is not None:
         parts.append(f"> {above:g}")
@@ -146,12 +153,10 @@ def cfg_float(cfg: dict, key: str | Iterable[str], family: str, *, minimum: floa
 
 def cfg_bool(cfg: dict, key: str | Iterable[str], family: str, default: Any = _MISSING) -> Any:
     """true or false (null counts as absent)."""
-    keys = _keys(key)
-    name, value = _lookup(cfg, keys)
-    if value is None:
-        if default is _MISSING:
-            raise _missing(family, keys)
+    found = _field(cfg, key, family, default)
+    if found is None:
         return default
+    name, value = found
     if not isinstance(value, bool):
         raise bad_field(family, name, value, "true or false")
     return value
@@ -159,12 +164,11 @@ def cfg_bool(cfg: dict, key: str | Iterable[str], family: str, default: Any = _M
 
 def cfg_choice(cfg: dict, key: str | Iterable[str], family: str, choices: Iterable[str], default: Any = _MISSING) -> Any:
     """One string out of `choices`."""
-    keys, options = _keys(key), tuple(choices)
-    name, value = _lookup(cfg, keys)
-    if value is None:
-        if default is _MISSING:
-            raise _missing(family, keys)
+    options = tuple(choices)
+    found = _field(cfg, key, family, default)
+    if found is None:
         return default
+    name, value = found
     if not isinstance(value, str) or value not in options:
         raise TracerError(f"config.json ({family}): {name} is {shown(value)}, which tracer does not support",
                           hint="supported: " + ", ".join(options))
@@ -174,12 +178,10 @@ def cfg_choice(cfg: dict, key: str | Iterable[str], family: str, choices: Iterab
 def cfg_list(cfg: dict, key: str | Iterable[str], family: str, *, length: int | None = None,
              choices: Iterable[str] | None = None, default: Any = _MISSING) -> Any:
     """A list (of `length` items; each one of `choices` when given)."""
-    keys = _keys(key)
-    name, value = _lookup(cfg, keys)
-    if value is None:
-        if default is _MISSING:
-            raise _missing(family, keys)
+    found = _field(cfg, key, family, default)
+    if found is None:
         return default
+    name, value = found
     form = "a list" + (f" of {length} items" if length is not None else "")
     if not isinstance(value, list) or (length is not None and len(value) != length):
         raise bad_field(family, name, value, form)

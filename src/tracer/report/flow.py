@@ -19,12 +19,15 @@ def stack_spec(spec: dict, stack: str) -> dict:
     return spec["encoder"] if stack == "encoder" and spec.get("encoder") else spec
 
 
+def last_block_output(spec: dict, prefix: str) -> str:
+    """The resid_post of a stack's last block."""
+    return f"{prefix}blocks.{stack_spec(spec, prefix[:-1]).get('n_layers', 1) - 1}.resid_post"
+
+
 def stack_output(spec: dict, prefix: str) -> str:
     """The last step of a stack: its final norm, else its last block's resid_post."""
-    s = stack_spec(spec, prefix[:-1]) if prefix else spec
-    if s.get("final_norm", True):
-        return prefix + "final_norm.out"
-    return f"{prefix}blocks.{s.get('n_layers', 1) - 1}.resid_post"
+    final = stack_spec(spec, prefix[:-1]).get("final_norm", True)
+    return prefix + "final_norm.out" if final else last_block_output(spec, prefix)
 
 
 def step_inputs(name: str, present: set[str], spec: dict) -> list[str]:
@@ -96,7 +99,7 @@ def _outer_inputs(name: str, present: set[str], spec: dict) -> list[str]:
         "embed.project_in": [prefix + "embed.tokens"],
         "embed.out": [prefix + ("embed.project_in" if prefix + "embed.project_in" in present else "embed.tokens"),
                       prefix + "embed.token_types", prefix + "embed.positions"],
-        "final_norm.out": [stack_output({**stack_spec(spec, prefix[:-1]), "final_norm": False}, prefix)],
+        "final_norm.out": [last_block_output(spec, prefix)],
     }
     if local in table:
         return table[local]
