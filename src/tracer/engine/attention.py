@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.arch.spec import Spec
+from tracer.engine.blocks import block_rows
 from tracer.engine.cache import LayerCache
 from tracer.engine.norms import norm, norm_op
 from tracer.engine.ops import affine_op, linear, softcap, softmax
@@ -85,12 +86,36 @@ def attention(
             k = rec(a + "k_rot", apply_rotary(k, cos, sin), _BKPD, f"rotate first {cos.shape[-1]} dims by position")
     group = spec.group_size
     share = f", each kv head shared by {group} query heads" if group > 1 else ""
-    scores = grouped_scores(q, k, spec.scale)
     score_op = f"q @ k^T * {_scale_text(spec)}{share}"
     if position_bias is not None:
         rec(a + "position_bias", position_bias, _BHQK, "relative bias: W_rel[bucket(key - query)] per head")
-        scores += position_bias
         score_op += " + position_bias"
+    rows = query_block_rows(rec, a, (q.shape[0], q.shape[1], q.shape[2], k.shape[2]), q.dtype.itemsize)
+    if rows is None:
+        scores = grouped_scores(q, k, spec.scale)  # [batch, heads, q, kv]
+        weights = _whole_weights(scores, position_bias, keep, bias, spec, a, rec, score_op)
+        z = grouped_mix(weights, v)
+    else:
+        z = _blocked_mix(q, k, v, keep, bias, position_bias, spec, a, rec, score_op, rows)
+    z = rec(a + "z", z, ("batch", "heads", "q_len", "d_head"), f"weights @ v{share}")
+    return linear(merge_heads(z), W[a + "W_o"], W.get(a + "b_o"))  # [batch, pos, d_model]
+
+
+# Steps as large as the scores [batch, heads, q, kv]: when none is kept whole, attention runs a block of
+# query rows at a time and the whole matrix never exists (memory linear in the input, statistics exact).
+_QUADRATIC = ("scores.raw", "scores", "masked_scores", "weights")
+
+
+def query_block_rows(rec, a: str, shape: tuple[int, int, int, int], itemsize: int) -> int | None:
+    """Query rows per block, or None to compute the scores whole (a step of them is kept, or they are small)."""
+    b, h, tq, tk = shape
+    return block_rows(rec, tuple(a + s for s in _QUADRATIC), tq, b * h * tk * itemsize)
+
+
+def _whole_weights(scores, position_bias, keep, bias, spec: Spec, a: str, rec, score_op: str) -> np.ndarray:
+    """scores -> (+ relative bias, soft-capped) -> masked -> softmax weights [batch, heads, q, kv], recorded whole."""
+    if position_bias is not None:
+        scores += position_bias
     if spec.attn_softcap is not None:
         raw = rec(a + "scores.raw", scores, _BHQK, score_op)
         cap = spec.attn_softcap
@@ -100,10 +125,49 @@ def attention(
     rec(a + "mask", keep, _BHQK, "keep-mask (True = attend)")
     shown = scores if bias is None else scores + bias
     masked = rec(a + "masked_scores", np.where(keep, shown, -np.inf).astype(scores.dtype, copy=False), _BHQK,
-                 "blocked -> -inf" if bias is None else "+ mask bias, blocked -> -inf")
-    weights = rec(a + "weights", softmax(masked), _BHQK, "softmax over keys (fully masked rows -> 0)")
-    z = rec(a + "z", grouped_mix(weights, v), ("batch", "heads", "q_len", "d_head"), f"weights @ v{share}")
-    return linear(merge_heads(z), W[a + "W_o"], W.get(a + "b_o"))  # [batch, pos, d_model]
+                 _masked_op(bias))
+    return rec(a + "weights", softmax(masked), _BHQK, _WEIGHTS_OP)
+
+
+def _blocked_mix(q, k, v, keep, bias, position_bias, spec: Spec, a: str, rec, score_op: str, rows: int) -> np.ndarray:
+    """weights @ v a block of query rows at a time -> z [batch, heads, q, d_head]; the score steps are recorded
+    as statistics merged over the blocks, in the same order and with the same op text as `_whole_weights`."""
+    b, h, tq, _ = q.shape
+    shape, dtype, cap = (b, h, tq, k.shape[2]), q.dtype, spec.attn_softcap
+    raw = rec.blocks(a + "scores.raw", _BHQK, score_op, shape, dtype) if cap is not None else None
+    capped_op = score_op if cap is None else f"tanh(scores.raw / {cap:g}) * {cap:g}"
+    scored = rec.blocks(a + "scores", _BHQK, capped_op, shape, dtype)
+    rec(a + "mask", keep, _BHQK, "keep-mask (True = attend)")
+    masked = rec.blocks(a + "masked_scores", _BHQK, _masked_op(bias), shape, dtype)
+    weighted = rec.blocks(a + "weights", _BHQK, _WEIGHTS_OP, shape, dtype)
+    z = np.empty((b, h, tq, v.shape[-1]), dtype)  # [batch, heads, q, d_head]
+    for r0 in range(0, tq, rows):
+        r1 = min(r0 + rows, tq)
+        s = grouped_scores(q[:, :, r0:r1], k, spec.scale)  # [batch, heads, rows, kv]
+        if position_bias is not None:
+            s += _rows(position_bias, r0, r1)
+        if cap is not None:
+            s = softcap(raw.add(s), cap)
+        scored.add(s)
+        shown = s if bias is None else s + _rows(bias, r0, r1)
+        m = masked.add(np.where(_rows(keep, r0, r1), shown, -np.inf).astype(dtype, copy=False))
+        z[:, :, r0:r1] = grouped_mix(weighted.add(softmax(m)), v)
+    for part in (raw, scored, masked, weighted):
+        if part is not None:
+            part.close()
+    return z
+
+
+def _rows(x: np.ndarray, r0: int, r1: int) -> np.ndarray:
+    """Query rows r0:r1 of an array broadcastable to [batch, heads, q, kv] (a q axis of 1 broadcasts)."""
+    return x if x.shape[2] == 1 else x[:, :, r0:r1]
+
+
+_WEIGHTS_OP = "softmax over keys (fully masked rows -> 0)"
+
+
+def _masked_op(bias) -> str:
+    return "blocked -> -inf" if bias is None else "+ mask bias, blocked -> -inf"
 
 
 def _cached_keys_values(q, source, W, a, src, spec, rope, rec, cache: LayerCache, cross: bool):

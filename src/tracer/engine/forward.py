@@ -13,6 +13,7 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.block import BlockMasks, block
+from tracer.engine.blocks import block_rows
 from tracer.engine.cache import KVCache
 from tracer.engine.embed import embed
 from tracer.engine.heads import mlm_transform, pool, pool_op, unembed, unembed_op
@@ -97,7 +98,8 @@ def run_stack(inputs: ForwardInputs, W: dict, spec: Spec, rec, prefix: str, mask
 
 def forward(inputs: ForwardInputs, W: dict, spec: Spec, rec, override: MaskOverride | None = None,
             masks: dict[int | None, MaskParts] | None = None) -> np.ndarray:
-    """Run the model; returns probs [batch, pos, vocab] (pooled [batch, d_model] without a head).
+    """Run the model; returns probs [batch, pos, vocab] (pooled [batch, d_model] without a head), or None
+    when the head ran in blocks because neither logits nor probs is kept whole (see record_head).
 
     `masks` are the self-attention masks of the stack that produces the output (the decoder's in an
     encoder-decoder model); built here when not given.
@@ -119,8 +121,38 @@ def forward(inputs: ForwardInputs, W: dict, spec: Spec, rec, override: MaskOverr
     if spec.head == "mlm":
         x = mlm_transform(x, W, spec, rec)
         source = "head.ln.out"
-    logits = record_logits(x, W, spec, rec, source)
-    return rec("probs", softmax(logits), ("batch", "pos", "vocab"), "softmax over the vocabulary")
+    return record_head(x, W, spec, rec, source)
+
+
+_BTV = ("batch", "pos", "vocab")
+_PROBS_OP = "softmax over the vocabulary"
+
+
+def record_head(x: np.ndarray, W: dict, spec: Spec, rec, source: str) -> np.ndarray | None:
+    """logits (and gemma2's logits.raw) and probs [batch, pos, vocab]; returns probs.
+
+    When none of them is kept whole they are computed a block of positions at a time, recorded as
+    statistics, and None is returned: a long input's [pos, vocab] tensors never exist."""
+    b, n, _ = x.shape
+    itemsize = x.dtype.itemsize
+    rows = block_rows(rec, ("logits.raw", "logits", "probs"), n, b * spec.vocab_size * itemsize)
+    if rows is None:
+        logits = record_logits(x, W, spec, rec, source)
+        return rec("probs", softmax(logits), _BTV, _PROBS_OP)
+    shape, cap = (b, n, spec.vocab_size), spec.logit_softcap
+    op = unembed_op(spec, "project_out" if spec.d_embed is not None else source)
+    raw = rec.blocks("logits.raw", _BTV, op, shape, x.dtype) if cap is not None else None
+    capped = rec.blocks("logits", _BTV, op if cap is None else f"tanh(logits.raw / {cap:g}) * {cap:g}", shape, x.dtype)
+    probs = rec.blocks("probs", _BTV, _PROBS_OP, shape, x.dtype)
+    for p0 in range(0, n, rows):
+        logits = unembed(x[:, p0 : p0 + rows], W, spec)  # [batch, rows, vocab]
+        if cap is not None:
+            logits = softcap(raw.add(logits), cap)
+        probs.add(softmax(capped.add(logits)))
+    for part in (raw, capped, probs):
+        if part is not None:
+            part.close()
+    return None
 
 
 def record_logits(x: np.ndarray, W: dict, spec: Spec, rec, source: str) -> np.ndarray:
@@ -129,7 +161,7 @@ def record_logits(x: np.ndarray, W: dict, spec: Spec, rec, source: str) -> np.nd
     if spec.d_embed is not None:
         source = "project_out"
     if spec.logit_softcap is None:
-        return rec("logits", unembed(x, W, spec), ("batch", "pos", "vocab"), unembed_op(spec, source))
+        return rec("logits", unembed(x, W, spec), _BTV, unembed_op(spec, source))
     cap = spec.logit_softcap
-    raw = rec("logits.raw", unembed(x, W, spec), ("batch", "pos", "vocab"), unembed_op(spec, source))
-    return rec("logits", softcap(raw, cap), ("batch", "pos", "vocab"), f"tanh(logits.raw / {cap:g}) * {cap:g}")
+    raw = rec("logits.raw", unembed(x, W, spec), _BTV, unembed_op(spec, source))
+    return rec("logits", softcap(raw, cap), _BTV, f"tanh(logits.raw / {cap:g}) * {cap:g}")

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from tracer.steps import matches
-from tracer.trace.stats import tensor_stats
+from tracer.trace.stats import RunningStats, tensor_stats
 from tracer.trace.trace import Step
 
 
@@ -51,6 +51,40 @@ class Recorder:
             self._since = self.clock()
         return array
 
+    def keeps(self, name: str) -> bool:
+        """Whether the step's whole tensor is kept (else the engine may compute it in blocks, see `blocks`)."""
+        return matches(name, self.keep)
+
+    def blocks(self, name: str, axes: Sequence[str], op: str, shape: Sequence[int], dtype) -> "BlockStats":
+        """Record a step the engine computes a block at a time and never holds whole (statistics only).
+
+        The step takes its place in the trace now; `add` each block, then `close`."""
+        if len(axes) != len(shape):
+            raise ValueError(f"step {name}: {len(axes)} axis names for a {len(shape)}-d array")
+        step = Step(name=name, axes=tuple(axes), op=op, hf_module=self.hf_module(name), shape=tuple(shape),
+                    dtype=str(np.dtype(dtype)), stats={})
+        self.steps.append(step)
+        if self.clock is not None:
+            step.seconds = 0.0  # the blocks' time is counted in the step recorded after them
+        return BlockStats(step)
+
+
+class BlockStats:
+    """A step's statistics gathered block by block (exact: see RunningStats)."""
+
+    def __init__(self, step: Step | None):
+        self.step = step
+        self.running = RunningStats()
+
+    def add(self, block: np.ndarray) -> np.ndarray:
+        if self.step is not None:
+            self.running.add(block)
+        return block
+
+    def close(self) -> None:
+        if self.step is not None:
+            self.step.stats = self.running.result()
+
 
 class NullRecorder(Recorder):
     """Records nothing: the plain forward pass, for benchmarks and the logit lens."""
@@ -60,3 +94,6 @@ class NullRecorder(Recorder):
 
     def __call__(self, name, array, axes, op):
         return array
+
+    def blocks(self, name, axes, op, shape, dtype) -> BlockStats:
+        return BlockStats(None)

@@ -1,0 +1,20 @@
+"""Steps computed a block of rows at a time, so that a statistics-only run never holds them whole.
+
+The attention scores [batch, heads, q, kv] grow with the square of the input and the logits
+[batch, pos, vocab] with the vocabulary; when the recorder keeps none of those steps whole, the engine
+computes them a block of query rows (positions) at a time and the recorder merges each block's
+statistics exactly (trace.stats.RunningStats). Recorders without `keeps`/`blocks` always get whole steps.
+"""
+
+from __future__ import annotations
+
+BLOCK_BYTES = 32 * 2**20  # one block of scores or logits
+
+
+def block_rows(rec, names: tuple[str, ...], n_rows: int, row_bytes: int) -> int | None:
+    """Rows per block, or None to compute whole (a step in `names` is kept whole, or the whole is one block)."""
+    keeps = getattr(rec, "keeps", None)
+    if keeps is None or not hasattr(rec, "blocks") or any(keeps(n) for n in names):
+        return None
+    rows = max(1, BLOCK_BYTES // max(1, row_bytes))
+    return rows if rows < n_rows else None

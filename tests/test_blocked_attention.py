@@ -1,0 +1,156 @@
+"""Attention a block of query rows at a time (when no score-sized step is kept whole), and the head a block of
+positions at a time (when neither logits nor probs is kept whole), give the same trace: the same steps in the
+same order, the same op text, statistics merged exactly, the same downstream tensors."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tracer
+from conftest import ENCODERS, FAMILIES, SEQ2SEQ, model_dir
+from tracer.engine import attention as attention_module
+from tracer.engine import forward as forward_module
+from tracer.engine.forward import MaskOverride
+from tracer.trace.stats import RunningStats, tensor_stats
+
+QUADRATIC = ("scores.raw", "scores", "masked_scores", "weights")
+IDS = [[5, 17, 42, 8, 9, 11, 3, 2, 7, 13, 21], [5, 17, 42, 8]]
+
+
+HEAD = ("logits.raw", "logits", "probs")
+
+
+def _not_quadratic(trace, head: bool = False) -> tuple[str, ...]:
+    """Every step but the score-sized ones (and the head's [pos, vocab] ones when `head`)."""
+    return tuple(s.name for s in trace.steps
+                 if not ("attn." in s.name and s.name.endswith(QUADRATIC)) and not (head and s.name in HEAD))
+
+
+def _assert_same_trace(whole, blocked):
+    assert [(s.name, s.shape, s.op, s.axes) for s in whole.steps] == [(s.name, s.shape, s.op, s.axes) for s in blocked.steps]
+    for a, b in zip(whole.steps, blocked.steps):
+        scale = max(1.0, a.stats["absmax"])
+        assert (a.stats["nan"], a.stats["inf"]) == (b.stats["nan"], b.stats["inf"]), a.name
+        for key in ("mean", "std", "min", "max"):
+            assert abs(a.stats[key] - b.stats[key]) <= 1e-5 * scale, (a.name, key, a.stats[key], b.stats[key])
+        if b.kept:
+            np.testing.assert_allclose(b.array, a.array, rtol=0, atol=1e-5 * scale, err_msg=a.name)
+
+
+@pytest.fixture(params=[1, 3])
+def small_blocks(monkeypatch, request):
+    """Blocks of one or three query rows, and a spy on the score blocks formed."""
+    seen = []
+    real = attention_module.grouped_scores
+
+    def spy(q, k, scale):
+        s = real(q, k, scale)
+        seen.append(s.shape[2])
+        return s
+
+    monkeypatch.setattr(attention_module, "grouped_scores", spy)
+    real_rows = attention_module.query_block_rows
+
+    def rows(rec, a, shape, itemsize):
+        whole = real_rows(rec, a, shape, 10**12)  # None when a score step is kept whole, else 1
+        return None if whole is None else request.param
+
+    monkeypatch.setattr(attention_module, "query_block_rows", rows)
+    real_block_rows = forward_module.block_rows
+
+    def head_rows(rec, names, n_rows, row_bytes):
+        return None if real_block_rows(rec, names, n_rows, 10**12) is None else request.param
+
+    monkeypatch.setattr(forward_module, "block_rows", head_rows)
+    return seen
+
+
+@pytest.mark.parametrize("name", FAMILIES + ("opt-350m",) + ENCODERS)
+@pytest.mark.parametrize("pad_side", ["left", "right"])
+def test_blocked_attention_matches_whole(name, pad_side, small_blocks):
+    m = tracer.load_model(model_dir(name))
+    whole = m.run(ids=IDS, keep=("*",), pad_side=pad_side)
+    small_blocks.clear()
+    head = pad_side == "left"  # the head in blocks too
+    blocked = m.run(ids=IDS, keep=_not_quadratic(whole, head), pad_side=pad_side)
+    assert small_blocks and max(small_blocks) < len(IDS[0]), "the scores were formed whole"
+    assert not any(s.kept for s in blocked.steps if "attn." in s.name and s.name.endswith(QUADRATIC))
+    assert all(blocked.step(n).kept != head for n in HEAD if n in blocked)
+    _assert_same_trace(whole, blocked)
+
+
+@pytest.mark.parametrize("name", SEQ2SEQ)
+def test_blocked_attention_matches_whole_in_encoder_decoder_models(name, small_blocks):
+    m = tracer.load_model(model_dir(name))
+    kw = dict(ids=IDS, decoder_ids=[0, 5, 9, 12, 7, 3, 8, 4], pad_side="right")
+    whole = m.run(keep=("*",), **kw)
+    small_blocks.clear()
+    blocked = m.run(keep=_not_quadratic(whole, head=True), **kw)
+    assert small_blocks and max(small_blocks) < len(IDS[0])
+    _assert_same_trace(whole, blocked)
+
+
+def test_blocked_attention_with_an_additive_mask_bias(small_blocks):
+    m = tracer.load_model(model_dir("llama"))
+    n = len(IDS[0])
+    keep = np.tril(np.ones((n, n), bool))[None, None]
+    keep[..., 3] = False  # a key nobody may see, and a bias that favours the first key
+    bias = np.where(keep, 0.0, -1e9).astype(np.float32)
+    bias[..., 0] += 0.5
+    override = MaskOverride(keep, bias, "test")
+    whole = m.run(ids=IDS[:1], keep=("*",), mask_override=override)
+    blocked = m.run(ids=IDS[:1], keep=_not_quadratic(whole), mask_override=override)
+    _assert_same_trace(whole, blocked)
+
+
+def test_a_kept_score_step_keeps_attention_whole(small_blocks):
+    m = tracer.load_model(model_dir("llama"))
+    t = m.run(ids=IDS, keep=("blocks.1.attn.weights",))
+    assert t.step("blocks.1.attn.weights").kept
+    assert len(IDS[0]) in small_blocks, "the layer whose weights are kept formed its scores whole"
+
+
+def test_statistics_only_run_never_forms_the_whole_matrix(small_blocks):
+    m = tracer.load_model(model_dir("mistral"))  # sliding window layers too
+    t = m.run(ids=IDS, keep=())
+    assert max(small_blocks) < len(IDS[0])
+    assert t.step("blocks.0.attn.weights").stats["max"] <= 1.0
+    assert t.step("blocks.0.attn.masked_scores").stats["inf"] > 0
+
+
+_values = st.one_of(st.floats(-1e6, 1e6, width=32), st.sampled_from([np.nan, np.inf, -np.inf]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_values, min_size=1, max_size=300), st.lists(st.integers(1, 300), max_size=6),
+       st.sampled_from([np.float32, np.float64]))
+def test_running_statistics_equal_the_whole_tensor(values, cuts, dtype):
+    a = np.array(values, dtype=dtype)
+    edges = sorted({0, a.size, *(c % (a.size + 1) for c in cuts)})
+    running = RunningStats()
+    for lo, hi in zip(edges, edges[1:]):
+        running.add(a[lo:hi])
+    got, want = running.result(), tensor_stats(a)
+    scale = max(1.0, want["absmax"])
+    assert (got["nan"], got["inf"]) == (want["nan"], want["inf"])
+    for key in ("mean", "min", "max", "absmax"):
+        assert abs(got[key] - want[key]) <= 1e-6 * scale, key
+    assert abs(got["std"] - want["std"]) <= 1e-5 * scale
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-1e4, 1e4, width=32), min_size=2, max_size=200), st.floats(-1e6, 1e6, width=32))
+def test_statistics_match_float64_even_far_from_zero(values, offset):
+    a = np.array(values, np.float32) + np.float32(offset)  # a large mean and a small spread: no cancellation
+    s, exact = tensor_stats(a), a.astype(np.float64)
+    assert abs(s["mean"] - exact.mean()) <= 1e-6 * max(1.0, np.abs(exact).max())
+    assert abs(s["std"] - exact.std()) <= 1e-6 * max(1.0, np.abs(exact).max())
+
+
+def test_boolean_statistics_are_counts():
+    m = np.tril(np.ones((5, 5), bool))
+    s = tensor_stats(m)
+    assert s["mean"] == 15 / 25 and s["min"] == 0.0 and s["max"] == 1.0
+    assert abs(s["std"] - np.asarray(m, np.float64).std()) < 1e-15
+    assert tensor_stats(np.ones(4, bool))["min"] == 1.0 and tensor_stats(np.zeros(4, bool))["max"] == 0.0
