@@ -1,6 +1,7 @@
 """Step matching, verdicts, reason classes and the error profile, on toy traces whose values are known."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ def _with(trace: Trace, name: str, array: np.ndarray) -> Trace:
     steps = []
     for s in trace.steps:
         if s.name == name:
-            s = type(s)(**{**s.__dict__, "array": array, "shape": tuple(array.shape), "dtype": str(array.dtype)})
+            s = replace(s, array=array, shape=tuple(array.shape), dtype=str(array.dtype), derived=None, source=None)
         steps.append(s)
     return Trace(steps, dict(trace.meta))
 

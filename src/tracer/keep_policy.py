@@ -57,13 +57,24 @@ def produced(template: str, spec: Spec) -> bool:
 
 
 def largest_dropped(sizes: dict[str, int], budget: int) -> list[str]:
-    """The globs to reduce to statistics, largest first, until the rest fits the budget."""
-    total, dropped = sum(sizes.values()), []
+    """The globs to reduce to statistics, largest first, until the rest fits the budget.
+
+    Masked scores cost nothing while their scores and mask are kept (the trace recomputes them on read:
+    trace.DERIVED), so they go to statistics together with their scores, never alone."""
+    derived = {g: (g[: -len("masked_scores")] + "scores", g[: -len("masked_scores")] + "mask")
+               for g in sizes if g.endswith("attn.masked_scores")}
+    total = sum(size for g, size in sizes.items() if g not in derived)
+    dropped: list[str] = []
     for glob, size in sorted(sizes.items(), key=lambda kv: -kv[1]):
         if total <= budget:
             break
+        if glob in derived:
+            continue
         dropped.append(glob)
         total -= size
+        for masked, inputs in derived.items():  # its derived step can no longer be recomputed: drop it too
+            if glob in inputs and masked not in dropped:
+                dropped.append(masked)
     return dropped
 
 

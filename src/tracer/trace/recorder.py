@@ -8,7 +8,7 @@ import numpy as np
 
 from tracer.steps import matches
 from tracer.trace.stats import RunningStats, tensor_stats
-from tracer.trace.trace import Step
+from tracer.trace.trace import Step, derivation, derive_from
 
 
 class Recorder:
@@ -28,24 +28,29 @@ class Recorder:
         self.steps: list[Step] = []
         self.clock = clock
         self._since: float | None = None  # when the previous call returned
+        self._by_name: dict[str, Step] = {}
+
+    def _derive(self, step: Step) -> None:
+        """A kept step that is an exact function of kept steps (masked scores: where(mask, scores, -inf)) is
+        not held: its array is recomputed when read, and the trace file stores the recipe."""
+        found = derivation(step.name, step.op)
+        if found is None:
+            return
+        inputs = [self._by_name.get(n) for n in found[1]]
+        if all(s is not None and s.kept for s in inputs):
+            step.array, step.derived, step.source = None, found[0], derive_from(found[0], inputs)
 
     def __call__(self, name: str, array: np.ndarray, axes: Sequence[str], op: str) -> np.ndarray:
         arrived = self.clock() if self.clock is not None else None
         if len(axes) != array.ndim:
             raise ValueError(f"step {name}: {len(axes)} axis names for a {array.ndim}-d array")
         kept = array if matches(name, self.keep) else None
-        self.steps.append(
-            Step(
-                name=name,
-                axes=tuple(axes),
-                op=op,
-                hf_module=self.hf_module(name),
-                shape=tuple(array.shape),
-                dtype=str(array.dtype),
-                stats=tensor_stats(array),
-                array=kept,
-            )
-        )
+        step = Step(name=name, axes=tuple(axes), op=op, hf_module=self.hf_module(name), shape=tuple(array.shape),
+                    dtype=str(array.dtype), stats=tensor_stats(array), array=kept)
+        if kept is not None:
+            self._derive(step)
+        self.steps.append(step)
+        self._by_name[name] = step
         if arrived is not None:
             self.steps[-1].seconds = arrived - self._since if self._since is not None else 0.0
             self._since = self.clock()
@@ -64,6 +69,7 @@ class Recorder:
         step = Step(name=name, axes=tuple(axes), op=op, hf_module=self.hf_module(name), shape=tuple(shape),
                     dtype=str(np.dtype(dtype)), stats={})
         self.steps.append(step)
+        self._by_name[name] = step
         if self.clock is not None:
             step.seconds = 0.0  # the blocks' time is counted in the step recorded after them
         return BlockStats(step)

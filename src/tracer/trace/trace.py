@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -35,12 +36,19 @@ class Step:
     shape: tuple[int, ...]
     dtype: str
     stats: dict[str, float]
-    array: np.ndarray | None = None  # None when only statistics were kept
+    array: np.ndarray | None = None  # None when only statistics were kept (see _read_array for derived steps)
     seconds: float | None = None  # with a Recorder clock: engine time since the previous step (never saved)
+    derived: str | None = None  # a DERIVED recipe: the tensor is recomputed from other kept steps when read
+    source: Callable[[], np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def kept(self) -> bool:
-        return self.array is not None
+        return self.__dict__.get("_stored") is not None or self.source is not None
+
+    @property
+    def stored(self) -> np.ndarray | None:
+        """The array held in memory (None for a derived step, whose `array` is recomputed on each read)."""
+        return self.__dict__.get("_stored")
 
     def __repr__(self) -> str:
         kept = "" if self.kept else ", statistics only"
@@ -57,7 +65,46 @@ class Step:
             "hf_module": self.hf_module,
             "kept": self.kept,
             "stats": self.stats,
+            **({"derived": self.derived} if self.derived is not None and self.source is not None else {}),
         }
+
+
+def _read_array(step: Step) -> np.ndarray | None:
+    stored = step.__dict__.get("_stored")
+    if stored is None and step.source is not None:
+        return step.source()
+    return stored
+
+
+def _write_array(step: Step, value: np.ndarray | None) -> None:
+    step.__dict__["_stored"] = value
+
+
+Step.array = property(_read_array, _write_array)  # dataclass fields stay as they are; reads go through here
+
+
+# Steps a trace need not hold because they are exact functions of other kept steps of the same prefix.
+# recipe -> (the op text that identifies the step, the steps it reads, the function)
+DERIVED: dict[str, tuple[str, tuple[str, ...], Callable[..., np.ndarray]]] = {
+    "where(mask, scores, -inf)": ("blocked -> -inf", ("scores", "mask"),
+                                  lambda scores, mask: np.where(mask, scores, -np.inf).astype(scores.dtype, copy=False)),
+}
+
+
+def derivation(step_name: str, op: str) -> tuple[str, tuple[str, ...]] | None:
+    """(recipe, the full names of the steps it reads) when this step can be recomputed instead of held."""
+    prefix, _, last = step_name.rpartition(".")
+    if last != "masked_scores":
+        return None
+    for recipe, (recipe_op, inputs, _) in DERIVED.items():
+        if op == recipe_op:
+            return recipe, tuple(f"{prefix}.{n}" for n in inputs)
+    return None
+
+
+def derive_from(recipe: str, inputs: list[Step]) -> Callable[[], np.ndarray]:
+    fn = DERIVED[recipe][2]
+    return lambda: fn(*(s.array for s in inputs))
 
 
 def _shape_text(axes, shape) -> str:
@@ -83,7 +130,7 @@ class Trace:
         """A few lines, never the arrays: model, input, steps with their shapes, dtype, size in memory."""
         meta = self.meta
         kept = [s for s in self.steps if s.kept]
-        size = sum(s.array.nbytes for s in kept)
+        size = sum(s.stored.nbytes for s in kept if s.stored is not None)
         model = meta.get("model", {})
         head = f"Trace({len(self.steps)} steps, {len(kept)} kept whole, {_size_text(size)}"
         if model.get("name"):
@@ -130,7 +177,7 @@ class Trace:
         meta["format"] = FORMAT
         meta["format_version"] = FORMAT_VERSION
         meta["steps"] = [s.describe() for s in self.steps]
-        tensors = {s.name: s.array for s in self.steps if s.array is not None}
+        tensors = {s.name: s.stored for s in self.steps if s.stored is not None}  # derived steps: their recipe
         header_meta = {"tracer": json.dumps(meta, sort_keys=True, ensure_ascii=False, separators=(",", ":"))}
         return safetensors_writer(tensors, header_meta)
 
@@ -152,16 +199,26 @@ class Trace:
         meta = load_json(raw, f"{path}: trace metadata", constants=True)  # stats may hold NaN
         described = check_meta(path, meta, FORMAT_VERSION)
         meta.pop("steps")
-        steps = []
+        steps, by_name = [], {}
         for d in described:
             arr = f.array(d["name"]) if d["name"] in f else None
             if arr is not None and list(arr.shape) != d["shape"]:
                 raise TracerError(f"{path}: step {d['name'][:60]!r} is described as {d['shape']} but its tensor is "
                                   f"{list(arr.shape)}")
-            steps.append(
-                Step(d["name"], tuple(d["axes"]), d["op"], d.get("hf_module"), tuple(d["shape"]), d["dtype"], d["stats"], arr)
-            )
+            step = Step(d["name"], tuple(d["axes"]), d["op"], d.get("hf_module"), tuple(d["shape"]), d["dtype"], d["stats"], arr)
+            if arr is None and d.get("derived") is not None:
+                _restore_derived(step, d["derived"], by_name)
+            steps.append(step)
+            by_name[step.name] = step
         return cls(steps, meta)
+
+
+def _restore_derived(step: Step, recipe: str, earlier: dict[str, Step]) -> None:
+    """A derived step of a loaded trace reads its inputs again (when the file holds them)."""
+    found = derivation(step.name, step.op)
+    if found is None or found[0] != recipe or not all(n in earlier and earlier[n].kept for n in found[1]):
+        return  # statistics only
+    step.derived, step.source = recipe, derive_from(recipe, [earlier[n] for n in found[1]])
 
 
 _ST_CODES = {
