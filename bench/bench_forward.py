@@ -4,7 +4,9 @@
     python bench/bench_forward.py              # builds a GPT-2-small-sized random checkpoint under bench/out/ (not committed)
     python bench/bench_forward.py --arch bert  # a BERT-base-sized random encoder (110M), the same way
 
-Each side runs in its own subprocess (so one side's imports and caches do not
+Sides: transformers (eager float32, with attentions and hidden states), tracer keeping every step,
+tracer keeping statistics only, and tracer-none, the bare forward pass with no recorder (statistics
+only minus tracer-none is what the statistics cost). Each side runs in its own subprocess (so one side's imports and caches do not
 count against the other), warms up once, then is timed `--repeat` times; the
 median is reported. Peak memory is the subprocess's peak resident set size,
 also shown above its baseline after imports and model load.
@@ -77,6 +79,15 @@ def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
         def once():
             return model.run(ids=ids, keep=keep)
 
+        if kind == "tracer-none":  # the forward pass alone, no statistics: what the statistics cost
+            from tracer.engine.forward import forward
+            from tracer.trace.recorder import NullRecorder
+
+            inputs = model.batch(None, ids, "right", True, None, None, None, None, "auto").inputs
+
+            def once():
+                return forward(inputs, model.weights, model.spec, NullRecorder())
+
     base = _rss_mb()
     once()
     times = []
@@ -105,7 +116,7 @@ def main() -> None:
                         f"import bench_forward as b; from pathlib import Path; b.build_checkpoint(Path({str(args.folder)!r}), {args.arch!r})"],
                        check=True)
     results = {}
-    for kind in ("transformers", "tracer-all", "tracer-stats"):
+    for kind in ("transformers", "tracer-all", "tracer-stats", "tracer-none"):
         out = subprocess.run([sys.executable, __file__, "--side", kind, "--folder", str(args.folder),
                               "--tokens", str(args.tokens), "--repeat", str(args.repeat)],
                              check=True, capture_output=True, text=True, env=os.environ)
