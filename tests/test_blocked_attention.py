@@ -154,3 +154,23 @@ def test_boolean_statistics_are_counts():
     assert s["mean"] == 15 / 25 and s["min"] == 0.0 and s["max"] == 1.0
     assert abs(s["std"] - np.asarray(m, np.float64).std()) < 1e-15
     assert tensor_stats(np.ones(4, bool))["min"] == 1.0 and tensor_stats(np.zeros(4, bool))["max"] == 0.0
+
+
+def test_the_run_screen_and_json_say_what_was_computed_in_blocks(monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from tracer.cli.main import app
+    from tracer.engine import blocks
+
+    monkeypatch.setattr(blocks, "BLOCK_BYTES", 64)  # a few rows per block even for the shipped model
+    runner = CliRunner()
+    r = runner.invoke(app, ["run", "春天来了春天来了", "--keep", "embed.out", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert "blocks.*.attn.weights" in data["computed_in_blocks"] and "probs" in data["computed_in_blocks"]
+    r = runner.invoke(app, ["run", "春天来了春天来了", "--keep", "embed.out"], env={"NO_COLOR": "1", "COLUMNS": "100"})
+    assert "attention a block of query rows at a time" in r.output
+    r = runner.invoke(app, ["run", "春天来了春天来了", "--json"])
+    assert json.loads(r.stdout)["computed_in_blocks"] == []

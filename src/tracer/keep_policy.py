@@ -85,3 +85,13 @@ def auto_keep(spec: Spec, batch: int, length: int, itemsize: int, budget: int = 
     if not dropped:
         return ("*",), []
     return tuple(g for g in sizes if g not in dropped), dropped
+
+
+def blocked_note(globs: list[str]) -> str:
+    """One line for people: which steps were computed in blocks (model.blocked_globs), and what that means."""
+    attention = any("attn." in g for g in globs)
+    head = any(g in ("logits", "logits.raw", "probs") for g in globs)
+    parts = (["attention a block of query rows at a time"] if attention else []) + \
+            (["logits and probs a block of positions at a time"] if head else [])
+    return (f"computed {' and '.join(parts) or ', '.join(globs)} (no step of theirs was kept whole): "
+            "those tensors never existed whole; their statistics are exact")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping
 
 from dataclasses import replace
@@ -157,6 +159,7 @@ class Model:
             "mask": self._mask_meta(b, override, masks),
             "keep": list(keep),
             "reduced_to_stats": reduced,
+            "computed_in_blocks": blocked_globs(rec.blocked),
         }
         if pair is not None:
             meta["pair"] = pair
@@ -252,6 +255,11 @@ def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = Fa
     model = Model(folder, cfg, sha, spec, weights, files, tokenizer, dtype)
     model.unused_weights = tuple(unused)
     return model
+
+
+def blocked_globs(names: list[str]) -> list[str]:
+    """Step names computed in blocks, as globs over layers: blocks.3.attn.scores -> blocks.*.attn.scores."""
+    return list(dict.fromkeys(re.sub(r"(^|\.)blocks\.\d+\.", r"\1blocks.*.", n) for n in names))
 
 
 def _size_summary(spec: Spec) -> str:

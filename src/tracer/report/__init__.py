@@ -39,7 +39,9 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     sspec = spec["encoder"] if stack == "encoder" else spec
     tokens = token_rows(meta, row)
     report: dict = {"sections": list(sections), "batch_row": row, "batch_size": n_rows, "dtype": meta.get("dtype"),
-                    "prompt": (meta.get("prompts") or [None] * n_rows)[row], "route": route}
+                    "prompt": (meta.get("prompts") or [None] * n_rows)[row], "route": route,
+                    "reduced_to_stats": meta.get("reduced_to_stats", []),
+                    "computed_in_blocks": meta.get("computed_in_blocks", [])}
     report["model"] = model_card(meta)
     report["tokens"] = tokens
     report["tokens_note"] = tokens_note(tokens, report["prompt"])

@@ -29,6 +29,7 @@ class Recorder:
         self.clock = clock
         self._since: float | None = None  # when the previous call returned
         self._by_name: dict[str, Step] = {}
+        self.blocked: list[str] = []  # steps computed a block at a time (see `blocks`)
 
     def _derive(self, step: Step) -> None:
         """A kept step that is an exact function of kept steps (masked scores: where(mask, scores, -inf)) is
@@ -70,6 +71,7 @@ class Recorder:
                     dtype=str(np.dtype(dtype)), stats={})
         self.steps.append(step)
         self._by_name[name] = step
+        self.blocked.append(name)
         if self.clock is not None:
             step.seconds = 0.0  # the blocks' time is counted in the step recorded after them
         return BlockStats(step)
