@@ -35,7 +35,8 @@ def check_meta(path, meta, format_version: int) -> list[dict]:
         raise TracerError(f"{path}: trace format version {version} is newer than this tracer reads ({format_version})",
                           hint="update tracer")
     for key, kind, expected in (("model", dict, "an object"), ("tokens", list, "a list"), ("prompts", list, "a list"),
-                                ("mask", dict, "an object"), ("keep", list, "a list"), ("reduced_to_stats", list, "a list")):
+                                ("mask", dict, "an object"), ("keep", list, "a list"), ("reduced_to_stats", list, "a list"),
+                                ("warnings", list, "a list")):
         if key in meta and meta[key] is not None and not isinstance(meta[key], kind):
             raise _fail(path, key, expected, meta[key])
     steps = meta.get("steps")
