@@ -223,6 +223,17 @@ def test_generation_from_a_prompt_already_past_the_limit(shipped):
     assert gen.trace.meta["warnings"] == gen.warnings
 
 
+def test_t5_generation_crosses_the_decoders_own_limit():
+    m = tracer.load_model(model_dir("t5"))  # relative positions; the tokenizer says 64
+    with pytest.raises(TracerError, match="the decoder start token takes 1 position .* this model's decoder allows 64 "
+                                          r"\(the tokenizer's model_max_length\): at most 63 new tokens fit. Relative"):
+        generate(m, ids=[[5, 6, 7]], options=GenerateOptions(66, ignore_eos=True))
+    gen = generate(m, ids=[[5, 6, 7]], options=GenerateOptions(66, ignore_eos=True, allow_long=True))
+    (w,) = gen.warnings
+    assert (w["data"]["stack"], w["data"]["step"], w["data"]["first"], w["data"]["last"]) == ("decoder", 63, 64, 66)
+    assert "new tokens from step 63 on sit at decoder positions 64..66" in w["message"]
+
+
 def test_generation_with_a_learned_table_is_refused_with_the_flag():
     m = tracer.load_model(model_dir("gpt2"))
     with pytest.raises(TracerError, match="--allow-long cannot help: .* at most 59 new tokens fit; its learned"):

@@ -87,9 +87,16 @@ def tokenizer_max_length(folder: Path) -> int | None:
     return int(value) if isinstance(value, (int, float)) and 0 < value < 10**7 else None
 
 
+def input_words(text: bool, n_rows: int) -> str:
+    """How a length error names the input: "the prompt", "the longest prompt", "the input", ..."""
+    if text:
+        return "the prompt" if n_rows == 1 else "the longest prompt"
+    return "the input" if n_rows == 1 else "the longest input row"
+
+
 def check_positions(n_tokens: int, limit: PositionLimit, allow_long: bool, what: str) -> dict | None:
     """Refuse an input of n_tokens positions past the limit, unless allow_long and no table ends there; then
-    return the warning to record. `what` names the input: "the prompt", "the encoder input", ..."""
+    return the warning to record. `what` names the input: "the prompt", "the decoder input", ... (see input_words)."""
     if limit.n is None or n_tokens <= limit.n:
         return None
     said = f"{what} is {n_tokens} tokens; {limit.owner} allows {limit.n}"

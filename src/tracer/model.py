@@ -24,7 +24,7 @@ from tracer.checkpoint.weights import WeightFiles
 from tracer.engine.forward import ForwardInputs, MaskOverride, forward, layer_masks
 from tracer.errors import TracerError
 from tracer.keep_policy import auto_keep
-from tracer.long_inputs import PositionLimit, check_positions, stack_limit
+from tracer.long_inputs import PositionLimit, check_positions, input_words, stack_limit
 from tracer.trace import Recorder, Trace
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -100,7 +100,7 @@ class Model:
         elif pair is not None and not stack.token_types and self.route != "encoder":
             raise TracerError("a text pair needs a model that reads two segments (the BERT family)")
         warnings = [check_positions(max(len(r) for r in rows), self.position_limit(encoder=stack is not self.spec),
-                                    allow_long, _input_words(text is not None, len(rows)))]
+                                    allow_long, input_words(text is not None, len(rows)))]
         rule = stack.position_rule if positions == "auto" else positions
         inputs, tokens = pad_rows(rows, self._pad_id(), pad_side, rule)
         decoder_tokens = None
@@ -215,13 +215,6 @@ class Model:
         if self.route == "encoder-decoder":
             meta["encoder_padding"] = bool((b.inputs.attention_mask == 0).any())
         return meta
-
-
-def _input_words(text: bool, n_rows: int) -> str:
-    """How a length error names the input: "the prompt", "the longest prompt", "the input", ..."""
-    if text:
-        return "the prompt" if n_rows == 1 else "the longest prompt"
-    return "the input" if n_rows == 1 else "the longest input row"
 
 
 def _fully_masked(keep: np.ndarray) -> list[list[int]]:

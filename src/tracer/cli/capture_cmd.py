@@ -65,7 +65,7 @@ def capture(
     check_outputs({"--output": output}, reading=checkpoint_files(model_dir))
     inputs = batch_inputs(model_dir, prompts, id_rows, pad_side, not no_special_tokens)
     warnings = length_warnings(model_dir, inputs.ids.shape[1], len(decoder_row) if decoder_row else 1, allow_long,
-                               "the prompt" if prompts else "the input")
+                               bool(prompts), len(inputs.ids))
     missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
     if missing:  # after the input checks, so a wrong command line is told first
         raise TracerError(f"tracer capture needs torch and transformers ({' and '.join(missing)} not installed)", hint=INSTALL_HINT)
@@ -111,13 +111,15 @@ def batch_inputs(model_dir: Path, prompts, id_rows, pad_side: str, special_token
     return inputs
 
 
-def length_warnings(model_dir: Path, width: int, decoder_len: int, allow_long: bool, what: str) -> list[dict]:
+def length_warnings(model_dir: Path, width: int, decoder_len: int, allow_long: bool, text: bool,
+                    n_rows: int) -> list[dict]:
     """tracer run's length rule (see tracer.long_inputs), before transformers runs: a learned position table
     ends at its last row; rotary and relative positions go further with --allow-long and a warning."""
     from tracer.arch.registry import adapter_for
     from tracer.checkpoint.config import read_config
-    from tracer.long_inputs import check_positions, stack_limit
+    from tracer.long_inputs import check_positions, input_words, stack_limit
 
+    what = input_words(text, n_rows)
     cfg, _ = read_config(model_dir)
     try:
         spec = adapter_for(cfg).spec_from_config(cfg)
