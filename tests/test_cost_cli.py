@@ -58,7 +58,7 @@ def test_screen_has_every_section_and_no_escapes_under_no_color():
     assert [t.split("  ")[0] for t in titles] == ["Model", "Parameters", "Each step at 8 tokens",
                                                   "Prefill against one decoding step at position 8", "Growth with the length"]
     assert "\x1b[" not in out
-    assert "beyond the model's 64 positions" in out  # 100 > n_positions
+    assert "past the model's position table of 64 rows" in out  # 100 > n_positions: GPT-2's table ends there
     assert max(len(line) for line in out.splitlines()) <= 80
 
 

@@ -116,7 +116,8 @@ def test_prompt_longer_than_the_model_allows(llama, tmp_path):
     limit = json.loads((llama / "config.json").read_text())["max_position_embeddings"]
     out = tmp_path / "out.safetensors"
     r = run_cli("--model", llama, "--ids", ",".join(["5"] * (limit + 1)), "--save", out)
-    assert_clean_error(r, f"at most {limit} positions")
+    assert_clean_error(r, f"the input is {limit + 1} tokens; this model allows {limit} (max_position_embeddings)")
+    assert "--allow-long" in r.output  # rotary: the flag that lets it go further
     assert not out.exists()
 
 

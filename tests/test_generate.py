@@ -176,7 +176,7 @@ def test_json_is_the_documented_form(shipped):
     g = generate(shipped, ["春天来", "夏天"], options=GenerateOptions(5, check_cache=True))
     text = json.dumps(g.to_json(), ensure_ascii=False, allow_nan=False)
     data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
-    assert list(data) == ["rows"] and len(data["rows"]) == 2
+    assert list(data) == ["rows", "warnings"] and len(data["rows"]) == 2 and data["warnings"] == []
     for row in data["rows"]:
         assert list(row) == ["prompt_ids", "new_ids", "text", "stop", "steps"]
         assert row["stop"] in ("eos", "length", "stop")

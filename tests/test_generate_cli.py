@@ -80,7 +80,8 @@ def test_length_error_says_how_many_fit_for_a_batch():
     result = gen("--model", model_dir("gpt2"), "--ids", "1,2,3,4,5", "--ids", "6", "-n", "100", code=2)
     m = json.loads((model_dir("gpt2") / "config.json").read_text())
     limit = m["n_positions"]
-    assert f"at most {limit - 5} new tokens fit" in result.stderr and f"{limit} positions" in result.stderr
+    assert f"at most {limit - 5} new tokens fit" in result.stderr and f"allows {limit} (n_positions)" in result.stderr
+    assert f"holds positions 0..{limit - 1} only, so there is no position {limit}" in result.stderr
 
 
 @pytest.mark.parametrize("name", ENCODERS)

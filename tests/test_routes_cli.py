@@ -148,7 +148,7 @@ def test_lens_on_the_decoder_of_an_encoder_decoder_model():
     (["--model", "bert", "--ids", "5,17", "--lens"], "--lens"),
     (["--model", "bert", "--ids", "5,17", "--decoder-ids", "1,2"], "no decoder input"),
     (["--model", "bert-mlm", "the cat sleeps."], "no mask token"),
-    (["--model", "t5", "--ids", ",".join(["5"] * 65)], "at most 64"),
+    (["--model", "t5", "--ids", ",".join(["5"] * 65)], "the input is 65 tokens; this model's encoder allows 64"),
     (["--model", "t5", "--ids", "5,17", "--stack", "encoder", "--attn", "cross"], "no cross-attention"),
     (["--model", "bert", "--ids", "5,17", "--attn", "cross"], "self-attention only"),
     (["--model", "bert", "--ids", "5,17", "--token-types", "0,1,1"], "--token-types row 0"),

@@ -19,6 +19,7 @@ class Batch:
     prompts: list[str | None]
     decoder_tokens: list[list[dict]] | None = None  # encoder-decoder: the decoder's input tokens
     position_rule: str = "mask"  # how the (encoder's) position ids were counted: "mask" or "index"
+    warnings: tuple[dict, ...] = ()  # inputs past max_position_embeddings with allow_long (tracer.long_inputs)
 
 
 def rows_from_text(texts: list[str], tok: Tokenizer | None, special_tokens: bool,
@@ -96,9 +97,3 @@ def with_token_types(rows: list[list[dict]], types: list[list[int]], n_types: in
             raise TracerError(f"token type {bad[0]} is outside [0, {n_types}) for this model")
         out.append([{**tok, "type": int(x)} for tok, x in zip(row, t)])
     return out
-
-
-def check_length(rows: list[list[dict]], limit: int | None) -> None:
-    longest = max(len(r) for r in rows)
-    if limit is not None and longest > limit:
-        raise TracerError(f"the input has {longest} tokens but the model allows at most {limit} positions")

@@ -26,6 +26,7 @@ from tracer.engine.forward import ForwardInputs, forward
 from tracer.engine.ops import softmax
 from tracer.errors import TracerError
 from tracer.generate_keep import generation_keep
+from tracer.long_inputs import check_new_positions, generation_warning
 from tracer.masks.build import build_keep, positions_by_rule
 from tracer.sampling import Sampling, choose
 from tracer.trace import Recorder, Trace
@@ -48,6 +49,7 @@ class GenerateOptions:
     panel_layer: int | None = None  # the layer the cache panel describes (default: the first windowed one, else 0)
     special_tokens: bool = True
     keep_logits: bool = False  # keep each step's logits of the new position (tests, parity)
+    allow_long: bool = False  # rotary and relative positions may run past max_position_embeddings (with a warning)
 
 
 @dataclass
@@ -96,6 +98,7 @@ class Generation:
     texts: dict[int, str] = field(default_factory=dict)  # token id -> how it reads (chosen and fed tokens)
     prompts: list[str | None] = field(default_factory=list)
     trace: Trace | None = None
+    warnings: list[dict] = field(default_factory=list)  # positions past max_position_embeddings (--allow-long)
 
     def recompute_max_abs(self) -> float | None:
         """The largest |cached - uncached| logit over every step and row (None without --check-cache)."""
@@ -122,7 +125,7 @@ class Generation:
                 steps.append(d)
             out.append({"prompt_ids": row.prompt_ids, "new_ids": row.new_ids, "text": row.text, "stop": row.stop,
                         "steps": steps})
-        return {"rows": out}
+        return {"rows": out, "warnings": list(self.warnings)}
 
 
 def eos_ids(model) -> list[int]:
@@ -148,19 +151,16 @@ def check_request(model, width: int, options: GenerateOptions) -> None:
     n = options.max_new_tokens
     if n < 1:
         raise TracerError(f"--max-new-tokens must be at least 1, not {n}")
-    limit = model.spec.max_positions or (model.max_positions if model.route == "decoder" else None)
     used = width if model.route == "decoder" else 1  # an encoder-decoder's decoder starts from one start token
-    if limit is not None and used + n > limit:
-        what = f"the prompt takes {width} positions" if model.route == "decoder" else "the decoder start token takes 1 position"
-        raise TracerError(f"{what} and --max-new-tokens {n} asks for {n} more, but the model has {limit} positions: "
-                          f"at most {max(limit - used, 0)} new tokens fit")
+    what = f"the prompt takes {width} positions" if model.route == "decoder" else "the decoder start token takes 1 position"
+    check_new_positions(used, n, model.position_limit(), options.allow_long, what)
     if options.stop and model.tokenizer is None:
         raise TracerError("--stop needs a tokenizer to read the new text, and this checkpoint has none")
 
 
 def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | None = None,
              options: GenerateOptions = GenerateOptions(1)) -> Generation:
-    b = model.batch(text, ids, "left", options.special_tokens)
+    b = model.batch(text, ids, "left", options.special_tokens, allow_long=options.allow_long)
     spec, W = model.spec, model.weights
     width = b.inputs.ids.shape[1]
     check_request(model, width, options)
@@ -208,6 +208,8 @@ def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Seque
     seen = {i for st in steps for rs in st.rows if rs for i in (rs.token_id, rs.runner_id, rs.fed_id) if i is not None}
     texts = {tid: token_text(model.tokenizer, tid) for tid in sorted(seen)}
     gen = Generation(rows, steps, prefill, eos, options.sampling, layer, texts, list(b.prompts))
+    crossed = generation_warning(model.position_limit(), prompt_len, max(len(row.new_ids) for row in rows))
+    gen.warnings = [*b.warnings, *([crossed] if crossed else [])]
     if options.record:
         gen.trace = Trace(rec.steps, _meta(model, b, gen, keep, reduced, options))
     return gen
@@ -351,4 +353,5 @@ def _meta(model, b, gen: Generation, keep, reduced, options: GenerateOptions) ->
         "generation": {"steps": len(gen.steps), "sampling": gen.sampling.describe(), "eos_ids": gen.eos_ids,
                        "rows": gen.to_json()["rows"]},
         **({"decoder_tokens": b.decoder_tokens} if b.decoder_tokens is not None else {}),
+        **({"warnings": list(gen.warnings)} if gen.warnings else {}),
     }

@@ -17,7 +17,7 @@ from tracer.arch.canonical import Source, expected_shapes
 from tracer.arch.hf_names import hf_module
 from tracer.arch.registry import adapter_for
 from tracer.arch.spec import Spec
-from tracer.batch import Batch, check_length, pad_rows, rows_from_ids, rows_from_text, with_token_types
+from tracer.batch import Batch, pad_rows, rows_from_ids, rows_from_text, with_token_types
 from tracer.checkpoint.agreement import check_sizes, check_unused
 from tracer.checkpoint.config import read_config
 from tracer.checkpoint.pooling import read_pooling
@@ -26,6 +26,7 @@ from tracer.checkpoint.weights import WeightFiles
 from tracer.engine.forward import ForwardInputs, MaskOverride, forward, layer_masks
 from tracer.errors import TracerError
 from tracer.keep_policy import auto_keep
+from tracer.long_inputs import PositionLimit, check_positions, input_words, stack_limit
 from tracer.trace import Recorder, Trace
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -53,11 +54,14 @@ class Model:
     def max_positions(self) -> int | None:
         """The longest input the model allows: its position table, else the config's or the tokenizer's
         declared maximum (T5's relative positions have no table; its tokenizer says 512). A dynamic rope
-        rescales past max_position_embeddings by design: no limit."""
-        if self.spec.rope is not None and self.spec.rope.scaling == "dynamic":
-            return self.spec.max_positions
-        return (self.spec.max_positions or self.spec.extras.get("max_position_embeddings")
-                or _tokenizer_max_length(self.folder))
+        rescales past max_position_embeddings by design: no limit. Rotary and relative positions may go
+        past the others with allow_long (see tracer.long_inputs)."""
+        return self.position_limit().n
+
+    def position_limit(self, encoder: bool = False) -> PositionLimit:
+        """The limit of the stack that makes the output (an encoder-decoder's decoder), or of the encoder."""
+        stack = "encoder" if encoder else "decoder" if self.route == "encoder-decoder" else ""
+        return stack_limit(self.spec, self.config, self.folder, stack)
 
     @property
     def route(self) -> str:
@@ -66,13 +70,15 @@ class Model:
     def batch(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | None = None,
               pad_side: str = "right", special_tokens: bool = True, pair: str | None = None,
               token_types: Sequence[Sequence[int]] | None = None, decoder_text: str | None = None,
-              decoder_ids: Sequence[int] | None = None, positions: str = "auto") -> Batch:
+              decoder_ids: Sequence[int] | None = None, positions: str = "auto", allow_long: bool = False) -> Batch:
         """Tokenize (or take ids), pad and build the inputs of every stack the model has.
 
         pair: a second text per row (BERT family: marked by the tokenizer's template, token type 1).
         token_types: segment ids per row, one per token. decoder_text / decoder_ids: the decoder's input
         of an encoder-decoder model (default: just the decoder start token). positions: "auto" follows the
         family (transformers' rule), "mask" counts real tokens (cumsum(mask) - 1), "index" is 0..n-1.
+        allow_long: rotary and relative positions may run past max_position_embeddings; the batch then carries
+        a warning (learned position tables are refused all the same; see tracer.long_inputs).
         """
         if (text is None) == (ids is None):
             raise TracerError("give either text or token ids (not both, not neither)")
@@ -95,14 +101,16 @@ class Model:
             rows = with_token_types(rows, [list(t) for t in token_types], stack.token_types)
         elif pair is not None and not stack.token_types and self.route != "encoder":
             raise TracerError("a text pair needs a model that reads two segments (the BERT family)")
-        check_length(rows, stack.max_positions or self.max_positions)
+        warnings = [check_positions(max(len(r) for r in rows), self.position_limit(encoder=stack is not self.spec),
+                                    allow_long, input_words(text is not None, len(rows)))]
         rule = stack.position_rule if positions == "auto" else positions
         inputs, tokens = pad_rows(rows, self._pad_id(), pad_side, rule)
         decoder_tokens = None
         if self.route == "encoder-decoder":
             dec, decoder_tokens = self._decoder_inputs(len(rows), decoder_text, decoder_ids)
+            warnings.append(check_positions(dec.ids.shape[1], self.position_limit(), allow_long, "the decoder input"))
             inputs = replace(inputs, decoder=dec)
-        return Batch(inputs, tokens, list(prompts), decoder_tokens, rule)
+        return Batch(inputs, tokens, list(prompts), decoder_tokens, rule, tuple(w for w in warnings if w))
 
     def _decoder_inputs(self, n_rows: int, text: str | None, ids: Sequence[int] | None) -> tuple[ForwardInputs, list]:
         """The decoder's input, the same on every row: the start token, then the given text or ids."""
@@ -120,7 +128,6 @@ class Model:
                     raise TracerError("--decoder-text is empty")
                 rest = rows_from_text([text], self.tokenizer, special_tokens=False)[0][0]
                 row += [{**t, "pos": 1 + j} for j, t in enumerate(rest)]
-        check_length([row], self.max_positions)
         inputs, tokens = pad_rows([row] * n_rows, self._pad_id(), "right", self.spec.position_rule)
         return inputs, tokens
 
@@ -128,11 +135,14 @@ class Model:
             keep: Sequence[str] | None = None, pad_side: str = "right", special_tokens: bool = True,
             mask_override: MaskOverride | None = None, pair: str | None = None,
             token_types: Sequence[Sequence[int]] | None = None, decoder_text: str | None = None,
-            decoder_ids: Sequence[int] | None = None, positions: str = "auto", clock=None) -> Trace:
+            decoder_ids: Sequence[int] | None = None, positions: str = "auto", clock=None,
+            allow_long: bool = False) -> Trace:
         """keep: globs of steps kept whole; None keeps everything that fits DEFAULT_BUDGET (see keep_policy).
         clock (e.g. time.perf_counter): time each step (Step.seconds), for `tracer run --cost`.
-        The other arguments are those of `batch`."""
-        b = self.batch(text, ids, pad_side, special_tokens, pair, token_types, decoder_text, decoder_ids, positions)
+        allow_long: past max_position_embeddings on rotary and relative positions; the trace's meta then
+        carries the warning under "warnings". The other arguments are those of `batch`."""
+        b = self.batch(text, ids, pad_side, special_tokens, pair, token_types, decoder_text, decoder_ids, positions,
+                       allow_long)
         main = b.inputs.decoder or b.inputs  # the stack whose self-attention the masks describe
         reduced: list[str] = []
         if keep is None:
@@ -161,6 +171,8 @@ class Model:
             "reduced_to_stats": reduced,
             "computed_in_blocks": blocked_globs(rec.blocked),
         }
+        if b.warnings:
+            meta["warnings"] = list(b.warnings)
         if pair is not None:
             meta["pair"] = pair
         if b.decoder_tokens is not None:
@@ -206,17 +218,6 @@ class Model:
         if self.route == "encoder-decoder":
             meta["encoder_padding"] = bool((b.inputs.attention_mask == 0).any())
         return meta
-
-
-def _tokenizer_max_length(folder: Path) -> int | None:
-    """tokenizer_config.json's model_max_length, when it is a real limit (transformers writes 1e30 for "none")."""
-    import json
-
-    try:
-        value = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("model_max_length")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return int(value) if isinstance(value, (int, float)) and 0 < value < 10**7 else None
 
 
 def _fully_masked(keep: np.ndarray) -> list[list[int]]:

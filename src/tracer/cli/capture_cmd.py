@@ -48,6 +48,7 @@ def capture(
     decoder_ids: Optional[str] = typer.Option(None, "--decoder-ids", help="Encoder-decoder only: decoder input ids, comma separated, for every row. Default: the decoder start token."),
     token_types: Optional[List[str]] = typer.Option(None, "--token-types", help="BERT/RoBERTa only: token type ids, comma separated; repeat for a batch. Default: zeros."),
     batch: bool = typer.Option(False, "--batch", help="Run several prompts as one padded batch (as tracer run)."),
+    allow_long: bool = typer.Option(False, "--allow-long", help="Capture past max_position_embeddings on rotary or relative positions (as tracer run --allow-long; the trace records the warning). Learned position tables are refused all the same."),
 ):
     from tracer.cli.prompts import check_prompts
 
@@ -62,10 +63,12 @@ def capture(
     decoder_row = parse_int_list(decoder_ids, "--decoder-ids") if decoder_ids else None
     type_rows = [parse_int_list(s, "--token-types") for s in token_types] if token_types else None
     check_outputs({"--output": output}, reading=checkpoint_files(model_dir))
+    inputs = batch_inputs(model_dir, prompts, id_rows, pad_side, not no_special_tokens)
+    warnings = length_warnings(model_dir, inputs.ids.shape[1], len(decoder_row) if decoder_row else 1, allow_long,
+                               bool(prompts), len(inputs.ids))
     missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
     if missing:  # after the input checks, so a wrong command line is told first
         raise TracerError(f"tracer capture needs torch and transformers ({' and '.join(missing)} not installed)", hint=INSTALL_HINT)
-    inputs = batch_inputs(model_dir, prompts, id_rows, pad_side, not no_special_tokens)
 
     from tracer.capture.hf import capture as hf_capture
     from tracer.capture.hf_routes import ROUTED
@@ -83,6 +86,8 @@ def capture(
     )  # fmt: skip
     if prompts:
         trace.meta["prompts"] = list(prompts)
+    if warnings:
+        trace.meta["warnings"] = warnings
     trace.save(output)
     kept = sum(1 for s in trace.steps if s.kept)
     make_console().print(f"wrote {len(trace.steps)} steps ({kept} tensors) to {output}", markup=False)
@@ -104,6 +109,28 @@ def batch_inputs(model_dir: Path, prompts, id_rows, pad_side: str, special_token
     pad = config.get("pad_token_id")
     inputs, _ = pad_rows(rows, pad if isinstance(pad, int) and 0 <= pad < vocab else 0, pad_side)
     return inputs
+
+
+def length_warnings(model_dir: Path, width: int, decoder_len: int, allow_long: bool, text: bool,
+                    n_rows: int) -> list[dict]:
+    """tracer run's length rule (see tracer.long_inputs), before transformers runs: a learned position table
+    ends at its last row; rotary and relative positions go further with --allow-long and a warning."""
+    from tracer.arch.registry import adapter_for
+    from tracer.checkpoint.config import read_config
+    from tracer.long_inputs import check_positions, input_words, stack_limit
+
+    what = input_words(text, n_rows)
+    cfg, _ = read_config(model_dir)
+    try:
+        spec = adapter_for(cfg).spec_from_config(cfg)
+    except TracerError:
+        return []  # a family tracer does not run: transformers alone decides what fits
+    if spec.route != "encoder-decoder":
+        found = [check_positions(width, stack_limit(spec, cfg, model_dir), allow_long, what)]
+    else:
+        found = [check_positions(width, stack_limit(spec, cfg, model_dir, "encoder"), allow_long, what),
+                 check_positions(decoder_len, stack_limit(spec, cfg, model_dir, "decoder"), allow_long, "the decoder input")]
+    return [w for w in found if w]
 
 
 def _pad_like(rows: list[list[int]], inputs) -> list[list[int]]:

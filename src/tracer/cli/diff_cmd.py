@@ -63,6 +63,7 @@ def diff(
     dtype: str = typer.Option("float32", "--dtype", help="Compute dtype when running checkpoint folders: float32 or float64."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML page: the per-step error profile on a log scale with the first divergence marked, and the tables."),
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run checkpoint folders even when they hold weights the config does not use."),
+    allow_long: bool = typer.Option(False, "--allow-long", help="Run checkpoint folders past max_position_embeddings on rotary or relative positions (untrained there; a warning says so). Learned position tables are refused all the same."),
 ):
     from tracer.diff import diff_traces, report_json
     from tracer.diff.inputs import input_difference, prefix_trace
@@ -80,7 +81,7 @@ def diff(
     reading = [a, b, *checkpoint_files(a), *checkpoint_files(b)]
     check_outputs({"--export-html": export_html}, reading=reading)
     with np.errstate(over="ignore", invalid="ignore"):  # statistics of dtype-minimum masks overflow float32 sums
-        sides = load_sides(a, b, text, id_rows, dtype, allow_unused)
+        sides = load_sides(a, b, text, id_rows, dtype, allow_unused, allow_long)
         ref, mine = sides.ref, sides.mine
         inputs = input_difference(ref, mine, str(a), str(b))  # raises when nothing is comparable
         if inputs is not None:
@@ -93,6 +94,9 @@ def diff(
         raise nothing_compared(sides.ref, sides.mine, names)
     if sides.models is not None:
         add_folder_extras(report, sides, a, b)
+    warnings = side_warnings(sides.ref.meta, sides.mine.meta)
+    if warnings:
+        report.extras["warnings"] = warnings
     generation = generation_summary(report, sides.ref.meta, sides.mine.meta)
     if generation is not None:
         report.extras["generation"] = generation
@@ -117,7 +121,7 @@ class Sides:
 
 
 def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | None, dtype: str,
-               allow_unused: bool = False) -> Sides:
+               allow_unused: bool = False, allow_long: bool = False) -> Sides:
     """Both sides as Traces; folders are run on the same input (TEXT, --ids, or the other side's input.ids)."""
     from tracer.trace import Trace
 
@@ -128,11 +132,11 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
         if text is None and not id_rows:
             raise TracerError("two checkpoint folders need an input", hint=f'tracer diff {a} {b} "春天来" (or --ids 5,17,42)')
         model_a, model_b = _load(a, dtype, allow_unused), _load(b, dtype, allow_unused)
-        ref = _run(model_a, text, id_rows)
+        ref = _run(model_a, text, id_rows, allow_long=allow_long)
         pad_side = "right"
         if text is not None and model_b.tokenizer is None:  # B cannot tokenize: give it A's ids
             (id_rows, pad_side), text = _input_of(ref), None
-        return Sides(ref, _run(model_b, text, id_rows, pad_side), (model_a, model_b))
+        return Sides(ref, _run(model_b, text, id_rows, pad_side, allow_long), (model_a, model_b))
     if a.is_dir() or b.is_dir():
         folder, file = (a, b) if a.is_dir() else (b, a)
         trace = Trace.load(file)
@@ -142,7 +146,7 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
             if taken is None:
                 raise TracerError(f"{file} has no input.ids to run {folder} on", hint="give TEXT or --ids")
             id_rows, pad_side = taken
-        ran = _run(_load(folder, dtype, allow_unused), text, id_rows, pad_side)
+        ran = _run(_load(folder, dtype, allow_unused), text, id_rows, pad_side, allow_long)
         return Sides(ran, trace) if a.is_dir() else Sides(trace, ran)
     if text is not None or id_rows:
         raise TracerError("TEXT and --ids are for checkpoint folders; both A and B are trace files")
@@ -155,10 +159,18 @@ def _load(folder: Path, dtype: str, allow_unused: bool = False):
     return load_model(folder, dtype=dtype, allow_unused=allow_unused)
 
 
-def _run(model, text, id_rows, pad_side: str = "right"):
+def _run(model, text, id_rows, pad_side: str = "right", allow_long: bool = False):
     if text is not None:
-        return model.run(text=text)
-    return model.run(ids=id_rows, pad_side=pad_side)
+        return model.run(text=text, allow_long=allow_long)
+    return model.run(ids=id_rows, pad_side=pad_side, allow_long=allow_long)
+
+
+def side_warnings(ref_meta: dict, mine_meta: dict) -> list[dict]:
+    """What each side's run recorded (e.g. positions past max_position_embeddings), marked with its side."""
+    from tracer.report import run_warnings
+
+    return [{**w, "side": side} for side, meta in (("reference", ref_meta), ("mine", mine_meta))
+            for w in run_warnings(meta)]
 
 
 def _input_of(trace) -> tuple[list[list[int]], str] | None:

@@ -36,6 +36,9 @@ tracer generate "春" --temperature 0.8 --top-p 0.9 --seed 1
 
 # exact ids, a trace of every step, JSON
 tracer generate -m DIR --ids 5,17,42 --ignore-eos --save g.safetensors --json
+
+# past the shipped model's 128 positions (rotary: allowed, with a warning)
+tracer generate "$(cat story.txt)" -n 40 --allow-long
 """
 
 
@@ -59,7 +62,8 @@ def generate(
     save: Optional[Path] = typer.Option(None, "--save", "-o", help="Write a trace: the prefill under the usual names, step t under decode.{t}."),
     keep: Optional[List[str]] = typer.Option(None, "--keep", help="With --save: glob of steps kept whole (repeatable; applies to every step t too). Default: all under 2 GiB."),
     cost: bool = typer.Option(False, "--cost", help="Add what each pass costs: FLOPs with the cache and without it, beside the measured time."),
-    as_json: bool = typer.Option(False, "--json", help="Print rows, new ids, text, stop reason and steps as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print rows, new ids, text, stop reason, steps and warnings as JSON."),
+    allow_long: bool = typer.Option(False, "--allow-long", help="Let a rotary or relative-position model run past max_position_embeddings (prompt + new tokens), where it was not trained; a warning names the step that crossed it. Learned position tables are refused all the same."),
 ):
     from tracer.api import load_model
     from tracer.default_model import default_model_path
@@ -85,7 +89,7 @@ def generate(
         raise TracerError(f"--batch-row {batch_row} is out of range: the batch has {len(prompts or id_rows)} row(s)")
     options = GenerateOptions(max_new_tokens, sampling, ignore_eos, tuple(stop or ()), check_cache,
                               record=save is not None, keep=tuple(keep) if keep else None, panel_layer=layer,
-                              special_tokens=not no_special_tokens)
+                              special_tokens=not no_special_tokens, allow_long=allow_long)
     gen = run_generation(m, prompts or None, id_rows, options)
     if save is not None:
         from tracer.cli.run_cmd import confirm_stderr

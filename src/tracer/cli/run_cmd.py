@@ -62,6 +62,11 @@ tracer run -m T5_DIR "translate: hello" --decoder-text "Hallo" --attn cross
 """
 
 
+ALLOW_LONG_HELP = ("Let a rotary or relative-position model run past max_position_embeddings, where it was not trained; "
+                   "the card, --json and the saved trace carry a warning. Learned position tables (GPT-2, BERT, OPT, "
+                   "BART) end there and are refused all the same.")
+
+
 @handle_errors
 def run(
     prompts: Optional[List[str]] = typer.Argument(None, help="Prompt text (quote it). Several prompts form a padded batch with --batch, or when any of them contains a space."),
@@ -99,6 +104,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML report of the chosen sections (every layer's attention as heatmaps, the lens over positions); opens offline."),
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run even when the checkpoint holds weights the config does not use (e.g. a classification head); they are listed as a warning."),
+    allow_long: bool = typer.Option(False, "--allow-long", help=ALLOW_LONG_HELP),
 ):
     from tracer.api import load_model
     from tracer.cli.prompts import batch_line, check_prompts
@@ -128,7 +134,7 @@ def run(
     )
     route = dict(pair=pair, token_types=[parse_int_list(t, "--token-types") for t in token_types] if token_types else None,
                  decoder_text=decoder_text, decoder_ids=parse_int_list(decoder_ids, "--decoder-ids") if decoder_ids else None,
-                 positions=position_rule(positions))
+                 positions=position_rule(positions), allow_long=allow_long)
     read = None
     if mask is not None or mask_convention is not None:
         batch = m.batch(prompts or None, id_rows, pad_side, not no_special_tokens, **route)
@@ -235,12 +241,13 @@ def show(console, report: dict) -> None:
     from tracer.render.tokens_view import render_tokens
     from tracer.render.values_view import render_values
     from tracer.render.pooled_view import render_pooled
+    from tracer.render.theme import caution_lines
 
     labels = [t["token"] for t in report["tokens"]]
     if report.get("decoder_tokens") and (report.get("mask") or {}).get("stack") == "decoder":
         labels = [t["token"] for t in report["decoder_tokens"]]
     views = {
-        "model": lambda n: render_model_card(report["model"], n),
+        "model": lambda n: render_model_card(report["model"], n, report.get("warnings")),
         "tokens": lambda n: render_tokens(report, n),
         "steps": lambda n: render_shape_flow(report, n),
         "values": lambda n: render_values(report["values"], n),
@@ -252,6 +259,9 @@ def show(console, report: dict) -> None:
         "lens": lambda n: render_lens(report["lens"], n),
         "cost": lambda n: render_measured(report["cost"], n),
     }
+    if "model" not in report["sections"]:  # the card carries them; without it they come first
+        for line in caution_lines(report.get("warnings")):
+            console.print(line)
     for n, section in enumerate(report["sections"], start=1):
         if n > 1:
             console.print()

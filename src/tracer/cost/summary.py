@@ -15,6 +15,7 @@ from tracer.arch.spec import Spec
 from tracer.cost.counts import ELEMENTWISE, Pass, StepCost
 from tracer.cost.params import non_embedding_parameters, parameter_groups
 from tracer.cost.routes import pass_costs, route_of
+from tracer.long_inputs import stack_limit
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
 SEARCH_LIMIT = 1 << 40  # positions; beyond this a crossover is reported as never
@@ -114,7 +115,13 @@ def crossovers(spec: Spec) -> dict:
 
 
 def max_positions(spec: Spec) -> int | None:
-    return spec.max_positions or spec.extras.get("max_position_embeddings")
+    """The longest input tracer runs without --allow-long (a dynamic rope has none; see tracer.long_inputs)."""
+    return stack_limit(spec, {}, None).n
+
+
+def past_limit(spec: Spec) -> str:
+    """What happens past max_positions: "refused" (a learned table ends there) or "allow-long" (rotary, relative)."""
+    return "refused" if stack_limit(spec, {}, None).table else "allow-long"
 
 
 def passes_at(spec: Spec, n: int, batch: int, itemsize: int) -> dict:
@@ -170,6 +177,7 @@ def model_summary(spec: Spec) -> dict:
         "residual": spec.residual, "norm": spec.norm, "positions": spec.positions, "head": spec.head,
         "tied_embeddings": spec.tied_embeddings, "causal": spec.causal, "windows": windows,
         "windowed_layers": sum(1 for w in windows if w), "max_positions": max_positions(spec),
+        "past_max_positions": past_limit(spec),
     }
 
 

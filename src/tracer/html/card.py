@@ -21,7 +21,15 @@ def header(report: dict) -> str:
     if report.get("batch_size", 1) > 1:
         batch = (f'<p class="note">batch of {report["batch_size"]} rows; this page shows row {report.get("batch_row", 0)}'
                  f' (tracer run --batch-row N for another)</p>')
-    return (f"<h1>tracer · {esc(model.get('name') or 'model')}</h1>{shown}{batch}")
+    sections = report.get("sections") or ()
+    warned = "" if "model" in sections else warning_lines(report)  # the card carries them when it is shown
+    return (f"<h1>tracer · {esc(model.get('name') or 'model')}</h1>{shown}{batch}{warned}")
+
+
+def warning_lines(report: dict) -> str:
+    """The run's warnings (positions past max_position_embeddings with --allow-long), one line each."""
+    return "".join(f'<p class="warn" data-code="{esc(w.get("code", ""))}">warning: {esc(w["message"])}</p>'
+                   for w in report.get("warnings") or ())
 
 
 def section(report: dict):
@@ -39,4 +47,4 @@ def section(report: dict):
     if enc:
         text = ", ".join(f"{k.replace('n_', '')} {v}" for k, v in enc.items() if v is not None)
         rows.append(f"<dt>encoder stack</dt><dd>{esc(text)}</dd>")
-    return "model", f'<dl class="card">{"".join(rows)}</dl>'
+    return "model", f'<dl class="card">{"".join(rows)}</dl>{warning_lines(report)}'

@@ -153,11 +153,13 @@ def diff_document(diff: dict) -> str:
               f'<p class="note">atol {esc(fmt(diff.get("atol")))}, rtol {esc(fmt(diff.get("rtol")))} · steps: {esc(counts)}'
               + (f' · first divergence at <span class="mono">{esc(first["step"])}</span>' if first else "") + "</p>"
               + "".join(f'<p class="note">note: {esc(n)}</p>' for n in diff.get("notes") or [])
+              + "".join(f'<p class="warn" data-code="{esc(w.get("code"))}">warning ({esc(w.get("side"))}): '
+                        f'{esc(w.get("message"))}</p>' for w in diff.get("warnings") or [])
               + _inputs_note(diff.get("inputs")))
     sections = [s for s in (profile_section(diff), first_section(diff), blocks_section(diff), moved_section(diff),
                             weights_section(diff), steps_section(diff)) if s is not None]
     known = {"verdict", "reference", "mine", "atol", "rtol", "first_divergence", "counts", "steps", "blocks", "missing",
-             "extra", "notes", "inputs", *SHOWN_EXTRAS}
+             "extra", "notes", "inputs", "warnings", *SHOWN_EXTRAS}
     for key, value in diff.items():
         if key not in known and value:
             sections.append((key, *generic_section(key, json.loads(json.dumps(value, default=str)))))

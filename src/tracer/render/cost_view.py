@@ -177,7 +177,11 @@ def render_growth(r: dict, number: int) -> Group:
         lines.append(Text(f"KV cache: {size(kv)} per token per sequence{cross} ({kv:,} bytes)"
                           + (", windowed layers keep only their last W positions" if r["model"]["windowed_layers"] else "")))
     if beyond:
-        lines.append(Text(f"* beyond the model's {r['model']['max_positions']} positions", style=WARN))
+        n = r["model"]["max_positions"]
+        lines.append(Text(f"* past the model's position table of {n} rows: tracer refuses such inputs"
+                          if r["model"].get("past_max_positions") == "refused" else
+                          f"* past max_position_embeddings ({n}): tracer runs these only with --allow-long, "
+                          "and the model was not trained there", style=WARN))
     lines += _crossover_lines(r)
     lines += _rule_lines(r)
     return Group(heading(number, "Growth with the length", "the n² terms take over as the length grows"), *lines)

@@ -15,6 +15,7 @@ from tracer.diff.compare import DiffReport, StepDiff
 from tracer.diff.profile import BlockProfile
 from tracer.render.diff_numbers import error_column, fmt, fmt_cos, fmt_db, fmt_gain, prob_change_format
 from tracer.render.diff_numbers import shape_text as _shape
+from tracer.render.theme import CAUTION
 
 # The bar of the error profile spans float32 rounding (about -140 dB) to a 100% error (0 dB).
 BAR_FLOOR_DB = -160.0
@@ -29,6 +30,9 @@ def render_diff(console: Console, report: DiffReport, show_all: bool = False) ->
     console.print(Text(f"  {report.ref_label}  →  {report.mine_label}    atol {report.atol:g}, rtol {report.rtol:g}", style="dim"))
     for note in report.notes:
         console.print(Text(f"  note: {note}", style="dim"))
+    for w in report.extras.get("warnings") or ():
+        label = report.ref_label if w["side"] == "reference" else report.mine_label
+        console.print(Text(f"  warning ({w['side']}, {label}): {w['message']}", style=CAUTION))
     if report.extras.get("expert_choice"):
         console.print()
         console.print(expert_choice_line(report.extras["expert_choice"]))

@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from tracer.render.theme import DIM, OK, SPECIAL, WARN, bare_shape, calm, heading, num, prob, short
+from tracer.render.theme import CAUTION, DIM, OK, SPECIAL, WARN, bare_shape, calm, caution_lines, heading, num, prob, short
 
 STRIP_MAX = 32  # cache slots drawn one character each; longer caches are summarised
 KEEP, PAD, OUTSIDE = "■", "·", "×"
@@ -17,7 +17,8 @@ def render_prefill(gen, model_line: str, number: int = 1) -> Group:
     p = gen.prefill
     b, n = p["shape"]
     panel = gen.steps[0].panel
-    lines = [Text(model_line, style=DIM), Text(gen.sampling.describe() + _eos_text(gen), style=DIM)]
+    lines = [Text(model_line, style=DIM), *caution_lines(gen.warnings),
+             Text(gen.sampling.describe() + _eos_text(gen), style=DIM)]
     for r, row in enumerate(p["tokens"]):
         t = Text(f"  row {r}: ")
         for tok in row:
@@ -58,6 +59,7 @@ def render_steps(gen, number: int = 2, width: int = 120) -> Group:
     timed = width >= 80
     if timed:
         table.add_column("ms", justify="right")
+    limit = past_limit(gen)
     for st in gen.steps:
         first = True
         for r, rs in enumerate(st.rows):
@@ -66,7 +68,7 @@ def render_steps(gen, number: int = 2, width: int = 120) -> Group:
             first_in = "start" if gen.prefill["encoder_shape"] is not None else "prompt"  # the decoder start token
             fed = first_in if rs.fed_id is None else _tok(gen, rs.fed_id, ids)
             cells = [str(st.t) if first else ""] + ([str(r)] if multi else []) + [
-                str(rs.position), fed, f"{st.cache_before}→{st.cache_after}" if first else "",
+                _position(rs.position, limit), fed, f"{st.cache_before}→{st.cache_after}" if first else "",
                 _tok(gen, rs.token_id, ids), prob(rs.prob), _tok(gen, rs.runner_id, ids), prob(rs.runner_prob)]
             if check:
                 cells.append(num(rs.recompute_max_abs, 2))
@@ -75,7 +77,22 @@ def render_steps(gen, number: int = 2, width: int = 120) -> Group:
             table.add_row(*cells)
             first = False
     cap = "step 0 is the prefill; step t feeds token t-1 and reads every earlier key and value from the cache"
-    return Group(heading(number, "Decoding, one token per step", cap), table)
+    legend = ([Text(f"* position past max_position_embeddings ({limit}): the model was not trained there", style=CAUTION)]
+              if limit is not None and any(rs and rs.position >= limit for st in gen.steps for rs in st.rows) else [])
+    return Group(heading(number, "Decoding, one token per step", cap), table, *legend)
+
+
+def past_limit(gen) -> int | None:
+    """The decoder's max_position_embeddings when this generation ran past it (--allow-long), else None."""
+    limits = [w["data"]["limit"] for w in gen.warnings if (w.get("data") or {}).get("stack") != "encoder"]
+    return min(limits) if limits else None
+
+
+def _position(pos: int, limit: int | None) -> Text:
+    """The fed token's position, starred when it is past the limit."""
+    if limit is not None and pos >= limit:
+        return Text(f"{pos} *", style=CAUTION)
+    return Text(str(pos))
 
 
 def _tok(gen, tid: int, with_id: bool = True) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from rich.console import Group
 from rich.table import Table
 
-from tracer.render.theme import DIM, PairsLine, heading
+from tracer.render.theme import DIM, PairsLine, caution_lines, heading
 
 
-def render_model_card(card: dict, number: int = 1) -> Group:
+def render_model_card(card: dict, number: int = 1, warnings: list[dict] | None = None) -> Group:
+    """warnings: the run's (positions past max_position_embeddings), in yellow under the facts."""
     title = f"Model  {card['name']} ({card['family']})"
     what = Table.grid(padding=(0, 1))
     what.add_column(style=DIM, no_wrap=True)
@@ -31,4 +32,4 @@ def render_model_card(card: dict, number: int = 1) -> Group:
         ("vocab", str(card["vocab"])), ("params", card["params"]),
         ("weights", card["weight_dtype"]), ("compute", str(card["compute_dtype"])),
     ]
-    return Group(heading(number, title), what, PairsLine(sizes))
+    return Group(heading(number, title), what, PairsLine(sizes), *caution_lines(warnings))

@@ -17,6 +17,7 @@ from rich.text import Text
 SPECIAL = "magenta"
 PARTIAL = "yellow"
 WARN = "bold red"
+CAUTION = "yellow"  # results to read with care (positions past max_position_embeddings), not errors
 DIM = "dim"
 OK = "green"
 KEEP_CELL = "■"
@@ -29,6 +30,11 @@ def heading(number: int | str, title: str, caption: str | None = None):
     if not caption:
         return rule
     return Group(rule, Text(caption, style=DIM))
+
+
+def caution_lines(warnings: list[dict] | None, indent: str = "") -> list[Text]:
+    """One yellow `warning: ...` line per recorded warning (plain text under NO_COLOR)."""
+    return [Text(f"{indent}warning: {w['message']}", style=CAUTION) for w in warnings or ()]
 
 
 def calm(message: str) -> Text:

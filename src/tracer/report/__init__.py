@@ -43,6 +43,7 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
                     "reduced_to_stats": meta.get("reduced_to_stats", []),
                     "computed_in_blocks": meta.get("computed_in_blocks", [])}
     report["model"] = model_card(meta)
+    report["warnings"] = run_warnings(meta)
     report["tokens"] = tokens
     report["tokens_note"] = tokens_note(tokens, report["prompt"])
     dec_tokens = token_rows(meta, row, "decoder_tokens") if route == "encoder-decoder" else None
@@ -111,6 +112,15 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
 
         report["cost"] = measured_cost(trace, model.spec if model is not None else spec_from_dict(spec))
     return report
+
+
+def run_warnings(meta: dict) -> list[dict]:
+    """The run's warnings as the trace recorded them ({code, level, message, data}), e.g. positions past
+    max_position_embeddings with --allow-long; a hand-written trace's malformed entries are left out."""
+    found = meta.get("warnings")
+    if not isinstance(found, list):
+        return []
+    return [w for w in found if isinstance(w, dict) and isinstance(w.get("message"), str)]
 
 
 def route_sections(sections: tuple[str, ...], spec: dict) -> tuple[str, ...]:

@@ -36,7 +36,7 @@ def check_meta(path, meta, format_version: int) -> list[dict]:
                           hint="update tracer")
     for key, kind, expected in (("model", dict, "an object"), ("tokens", list, "a list"), ("prompts", list, "a list"),
                                 ("mask", dict, "an object"), ("keep", list, "a list"), ("reduced_to_stats", list, "a list"),
-                                ("computed_in_blocks", list, "a list")):
+                                ("computed_in_blocks", list, "a list"), ("warnings", list, "a list")):
         if key in meta and meta[key] is not None and not isinstance(meta[key], kind):
             raise _fail(path, key, expected, meta[key])
     steps = meta.get("steps")

@@ -1,0 +1,153 @@
+"""How far each stack's positions may go, and `--allow-long`: further only where no position table ends.
+
+A learned absolute position table (GPT-2, BERT, OPT, BART, RoBERTa) has one row per position: past its last
+row there is nothing to look up, so a longer input is refused, flag or not. Rotary positions are computed
+from the position id and T5's relative buckets from distances, so those stacks run at any length;
+max_position_embeddings only says how far the model was trained. There `allow_long` lets an input go
+further, and a warning (code LONG_CODE) records which positions were past the limit: on the model card,
+in `--json`, in the saved trace. Only the check changes; the numbers are those of a config with a larger
+max_position_embeddings. A `dynamic` rope rescales past max_position_embeddings by design: no limit at all.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracer.arch.spec import Spec
+from tracer.errors import TracerError
+
+LONG_CODE = "past-max-positions"
+FLAG = "--allow-long"
+_KIND_WORDS = {"rotary": "Rotary", "relative": "Relative"}
+
+
+@dataclass(frozen=True)
+class PositionLimit:
+    """One stack's longest input: n positions (None: no limit), where that number comes from, and whether a
+    learned table ends there (then nothing can go past it)."""
+
+    n: int | None
+    source: str  # "max_position_embeddings", "n_positions", "the tokenizer's model_max_length", ...
+    kind: str  # the stack's positions: "learned" | "rotary" | "relative"
+    stack: str = ""  # "" for a single-stack model, else "encoder" or "decoder"
+
+    @property
+    def table(self) -> bool:
+        return self.kind == "learned"
+
+    @property
+    def owner(self) -> str:
+        return f"this model's {self.stack}" if self.stack else "this model"
+
+    def table_text(self) -> str:
+        return (f"its learned position table ({self.source}) holds positions 0..{self.n - 1} only, "
+                f"so there is no position {self.n}")
+
+    def named(self) -> str:
+        """The limit as a person reads it: "max_position_embeddings (128)"."""
+        return f"{self.source} ({self.n})"
+
+    def further_text(self) -> str:
+        kind = _KIND_WORDS.get(self.kind, self.kind.capitalize())
+        return f"{kind} positions can go further: {FLAG} (results past {self.n} are untrained territory)"
+
+
+def stack_limit(spec: Spec, config: dict, folder: Path | None, stack: str = "") -> PositionLimit:
+    """The limit of one stack: "" (a single-stack model), "encoder" or "decoder" (an encoder-decoder's).
+
+    Its position table when it has one, else the config's max_position_embeddings (advisory for rotary and
+    relative positions), else the tokenizer's model_max_length (T5's tokenizer says 512)."""
+    own = spec.encoder if stack == "encoder" and spec.encoder is not None else spec
+    if spec.rope is not None and spec.rope.scaling == "dynamic" and stack != "encoder":
+        return PositionLimit(spec.max_positions, _config_key(config, spec), own.positions, stack)
+    n = own.max_positions or spec.max_positions or spec.extras.get("max_position_embeddings")
+    if n:
+        return PositionLimit(n, _config_key(config, spec, n), own.positions, stack)
+    n = tokenizer_max_length(folder) if folder is not None else None
+    return PositionLimit(n, "the tokenizer's model_max_length", own.positions, stack)
+
+
+def _config_key(config: dict, spec: Spec, n: int | None = None) -> str:
+    """The config field the limit comes from, with what was taken off it when the table reserves rows."""
+    key = "n_positions" if "n_positions" in config and spec.family in ("gpt2", "t5") else "max_position_embeddings"
+    value = config.get(key)
+    if n is not None and isinstance(value, int) and value != n:
+        return f"{key} {value}, less {value - n} reserved rows"
+    return key
+
+
+def tokenizer_max_length(folder: Path) -> int | None:
+    """tokenizer_config.json's model_max_length, when it is a real limit (transformers writes 1e30 for "none")."""
+    try:
+        value = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, (int, float)) and 0 < value < 10**7 else None
+
+
+def input_words(text: bool, n_rows: int) -> str:
+    """How a length error names the input: "the prompt", "the longest prompt", "the input", ..."""
+    if text:
+        return "the prompt" if n_rows == 1 else "the longest prompt"
+    return "the input" if n_rows == 1 else "the longest input row"
+
+
+def check_positions(n_tokens: int, limit: PositionLimit, allow_long: bool, what: str) -> dict | None:
+    """Refuse an input of n_tokens positions past the limit, unless allow_long and no table ends there; then
+    return the warning to record. `what` names the input: "the prompt", "the decoder input", ... (see input_words)."""
+    if limit.n is None or n_tokens <= limit.n:
+        return None
+    said = f"{what} is {n_tokens} tokens; {limit.owner} allows {limit.n}"
+    if limit.table:
+        if allow_long:
+            raise TracerError(f"{FLAG} cannot help: {said}, and {limit.table_text()}",
+                              hint=f"{FLAG} applies to rotary and relative positions, which have no table; "
+                                   f"shorten the input to {limit.n} tokens")
+        raise TracerError(f"{said}: {limit.table_text()}", hint=f"shorten the input to {limit.n} tokens")
+    if not allow_long:
+        raise TracerError(f"{said} ({limit.source}). {limit.further_text()}")
+    return long_warning(limit, limit.n, n_tokens - 1)
+
+
+def check_new_positions(used: int, n_new: int, limit: PositionLimit, allow_long: bool, what: str) -> None:
+    """Generation: `used` positions (the prompt, or a decoder start token) and up to n_new more must fit."""
+    if limit.n is None or used + n_new <= limit.n:
+        return
+    said = (f"{what} and --max-new-tokens {n_new} asks for {n_new} more, but {limit.owner} allows {limit.n} "
+            f"({limit.source}): at most {max(limit.n - used, 0)} new tokens fit")
+    if limit.table:
+        raise TracerError((f"{FLAG} cannot help: " if allow_long else "") + f"{said}; {limit.table_text()}")
+    if not allow_long:
+        raise TracerError(f"{said}. {limit.further_text()}")
+
+
+def generation_warning(limit: PositionLimit, used: int, n_new: int) -> dict | None:
+    """The new tokens' warning: new token t sits at position used + t; None when none of them is past the limit.
+    The first one past it was chosen at step first - used and goes through the model from the next step."""
+    if limit.n is None or limit.table or used + n_new <= limit.n:
+        return None
+    first, last = max(limit.n, used), used + n_new - 1
+    step = first - used
+    return long_warning(limit, first, last, step)
+
+
+def long_warning(limit: PositionLimit, first: int, last: int, step: int | None = None) -> dict:
+    """The record of an input past the limit: {code, level, message, data}, as the mask lab's warnings."""
+    span = f"position {first}" if first == last else f"positions {first}..{last}"
+    where = f"{limit.stack} " if limit.stack else ""
+    if step is None:
+        message = (f"{where}{span} {'is' if first == last else 'are'} past {limit.named()}: "
+                   f"the model was not trained there ({FLAG})")
+    elif step == 0 and first > limit.n:  # the prompt was already past the limit
+        message = (f"the new tokens sit past {limit.named()} too, at {where}{span}: "
+                   f"the model was not trained there ({FLAG})")
+    else:
+        message = (f"generation crossed {limit.named()} at step {step}: new tokens from step {step} on sit at "
+                   f"{where}{span}, where the model was not trained ({FLAG})")
+    data = {"stack": limit.stack or None, "limit": limit.n, "source": limit.source, "positions": limit.kind,
+            "first": first, "last": last}
+    if step is not None:
+        data["step"] = step
+    return {"code": LONG_CODE, "level": "warn", "message": message, "data": data}
