@@ -122,7 +122,7 @@ def _whole_weights(scores, position_bias, keep, bias, spec: Spec, a: str, rec, s
         scores = rec(a + "scores", softcap(raw, cap), _BHQK, f"tanh(scores.raw / {cap:g}) * {cap:g}")
     else:
         scores = rec(a + "scores", scores, _BHQK, score_op)
-    rec(a + "mask", keep, _BHQK, "keep-mask (True = attend)")
+    rec(a + "mask", keep, _BHQK, _MASK_OP)
     shown = scores if bias is None else scores + bias
     masked = rec(a + "masked_scores", np.where(keep, shown, -np.inf).astype(scores.dtype, copy=False), _BHQK,
                  _masked_op(bias))
@@ -137,7 +137,7 @@ def _blocked_mix(q, k, v, keep, bias, position_bias, spec: Spec, a: str, rec, sc
     raw = rec.blocks(a + "scores.raw", _BHQK, score_op, shape, dtype) if cap is not None else None
     capped_op = score_op if cap is None else f"tanh(scores.raw / {cap:g}) * {cap:g}"
     scored = rec.blocks(a + "scores", _BHQK, capped_op, shape, dtype)
-    rec(a + "mask", keep, _BHQK, "keep-mask (True = attend)")
+    rec(a + "mask", keep, _BHQK, _MASK_OP)
     masked = rec.blocks(a + "masked_scores", _BHQK, _masked_op(bias), shape, dtype)
     weighted = rec.blocks(a + "weights", _BHQK, _WEIGHTS_OP, shape, dtype)
     z = np.empty((b, h, tq, v.shape[-1]), dtype)  # [batch, heads, q, d_head]
@@ -163,6 +163,7 @@ def _rows(x: np.ndarray, r0: int, r1: int) -> np.ndarray:
     return x if x.shape[2] == 1 else x[:, :, r0:r1]
 
 
+_MASK_OP = "keep-mask (True = attend)"
 _WEIGHTS_OP = "softmax over keys (fully masked rows -> 0)"
 
 
