@@ -87,10 +87,14 @@ def test_routing_view_and_load_skip_the_dense_layer():
     result = _cli("run", "--model", model_dir("qwen2_moe"), "--ids", "5,17,42,60", "--only", "routing", "--json")
     assert result.exit_code == 0, result.output
     routing = json.loads(result.output)["routing"]
-    assert routing["layers"] == [0, 2] and routing["normalized"] is False
+    assert routing["layers"] == [0, 2] and routing["normalized"] is False and routing["shared"] == 48
+    gates = [t["shared_gate"] for t in routing["tokens"]]
+    assert len(gates) == 4 and all(0 < g < 1 for g in gates) and len(set(gates)) > 1
     assert [sum(row["tokens"]) for row in routing["load"]] == [8, 8]  # 4 tokens x 2 experts, MoE layers only
     screen = _cli("run", "--model", model_dir("qwen2_moe"), "--ids", "5,17,42", "--only", "routing")
-    assert screen.exit_code == 0 and "Routing" in screen.output
+    assert screen.exit_code == 0 and "Routing" in screen.output and "shared gate" in screen.output
+    mixtral = _cli("run", "--model", model_dir("mixtral"), "--ids", "5,17,42", "--only", "routing")
+    assert "shared gate" not in mixtral.output
 
 
 def test_diff_names_the_first_token_routed_differently_past_a_dense_layer():
