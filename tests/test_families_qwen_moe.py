@@ -114,6 +114,9 @@ def test_cost_counts_the_shared_expert_and_the_dense_layer():
     assert rows["blocks.{i}.mlp.shared.out"]["layers"] == 2 and rows["blocks.{i}.mlp.shared.out"]["macs"] > 0
     assert rows["blocks.{i}.mlp.router.logits"]["layers"] == 2 and rows["blocks.{i}.mlp.pre"]["layers"] == 1
     assert rows["blocks.{i}.mlp.out"]["layers"] == 3
+    order = list(rows)  # the dense layer's steps sit between ln2.out and mlp.out, as in a pass
+    assert order.index("blocks.{i}.ln2.out") < order.index("blocks.{i}.mlp.pre") < order.index("blocks.{i}.mlp.out")
+    assert order.index("blocks.{i}.ln1.out") < order.index("blocks.{i}.attn.q") and order[-1] == "probs"
 
 
 def test_shared_expert_flops_are_a_gated_mlp_on_every_token():
