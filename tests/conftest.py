@@ -25,6 +25,9 @@ FAMILIES += ("qwen3", "olmo2", "starcoder2", "phi", "gemma2", "gemma3_text", "mi
 ROPE_VARIANTS = ("llama-linear", "llama-dynamic", "llama-yarn", "llama-longrope")
 OPT_VARIANTS = ("opt-350m", "opt-project")  # embeddings projected in/out; opt-350m also post-norm, no final norm
 VARIANTS += ROPE_VARIANTS + OPT_VARIANTS
+FAMILIES += ("qwen2_moe",)  # issue 10: routed experts plus a shared expert, a dense middle layer
+FAMILY_VARIANTS = ("phi-qk", "qwen3_moe-dense")  # phi with qk_layernorm; qwen3_moe with a dense first layer
+VARIANTS += FAMILY_VARIANTS
 
 
 def model_dir(name: str) -> Path:

@@ -150,7 +150,7 @@ LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 
              "num_hidden_layers": 32, "intermediate_size": 11008, "vocab_size": 32000, "rope_theta": 10000.0}
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", FAMILIES + ("qwen3_moe-dense", "phi-qk"))
 def test_counted_steps_are_the_engines_steps_with_its_shapes(name):
     """Every counted step is one the engine records, and writes exactly the bytes of the recorded array."""
     from tracer.model import load_model

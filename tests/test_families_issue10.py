@@ -94,7 +94,8 @@ def test_plain_models_have_no_rope_scaling_line_and_skip_absent_steps_in_the_bud
     assert "blocks.*.attn.scores.raw" in step_sizes(load_model(model_dir("gemma2")).spec, 1, 16, 4)
 
 
-@pytest.mark.parametrize("name", ["qwen3", "olmo2", "starcoder2", "phi", "gemma2", "gemma3_text", "opt-350m"])
+@pytest.mark.parametrize("name", ["qwen3", "olmo2", "starcoder2", "phi", "gemma2", "gemma3_text", "opt-350m",
+                                  "mixtral", "qwen3_moe", "qwen2_moe", "qwen3_moe-dense", "phi-qk"])
 def test_shape_flow_knows_the_inputs_of_every_new_step(name):
     from tracer.report.flow import step_inputs
 
@@ -107,7 +108,7 @@ def test_shape_flow_knows_the_inputs_of_every_new_step(name):
 # ---------- mixture of experts ----------
 
 
-@pytest.mark.parametrize("name", ["mixtral", "qwen3_moe"])
+@pytest.mark.parametrize("name", ["mixtral", "qwen3_moe", "qwen2_moe", "qwen3_moe-dense"])
 @pytest.mark.parametrize("reference", ["reference.safetensors", "reference_batch.safetensors"])
 def test_moe_chooses_the_experts_transformers_chose_token_by_token(name, reference):
     from tracer.trace import Trace
@@ -117,7 +118,11 @@ def test_moe_chooses_the_experts_transformers_chose_token_by_token(name, referen
     ref = Trace.load(folder / reference)
     ours = _run_like(load_model(folder), ref)
     real = ref["input.mask"].astype(bool)
-    for i in range(load_model(folder).spec.n_layers):
+    spec = load_model(folder).spec
+    for i in range(spec.n_layers):
+        if not spec.moe.on(i):  # qwen2/3_moe's dense layers: no router on either side
+            assert f"blocks.{i}.mlp.router.experts" not in ref and f"blocks.{i}.mlp.router.experts" not in ours
+            continue
         theirs = ref[f"blocks.{i}.mlp.router.experts"]
         assert theirs.dtype == np.int64 and ours[f"blocks.{i}.mlp.router.experts"].dtype == np.int64
         np.testing.assert_array_equal(ours[f"blocks.{i}.mlp.router.experts"][real], theirs[real])

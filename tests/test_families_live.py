@@ -13,7 +13,7 @@ from tracer.steps import describe
 
 pytestmark = pytest.mark.live
 NEW = ("qwen3", "olmo2", "starcoder2", "phi", "gemma2", "gemma3_text", "mixtral", "qwen3_moe", "opt-350m", "opt-project",
-       "llama-dynamic", "llama-longrope")
+       "llama-dynamic", "llama-longrope", "qwen2_moe", "qwen3_moe-dense", "phi-qk")
 
 
 @pytest.fixture(scope="module")
@@ -23,13 +23,15 @@ def built(tmp_path_factory):
 
 @pytest.mark.parametrize("name", NEW)
 def test_hf_names_point_at_real_modules_when_their_condition_holds(built, name):
-    from tracer.capture.hf import _condition_holds
+    from tracer.capture.hf import _condition_holds, _in_layer
 
     model, family = _model(built[name])
     modules = dict(model.named_modules())
     for template, (module, _) in hf_names.HF_NAMES[family].items():
         if _condition_holds(family, template, model.config):
-            assert module.format(i=1) in modules, (template, module)
+            layers = [i for i in range(model.config.num_hidden_layers) if _in_layer(family, template, model.config, i)]
+            for i in layers:  # qwen2/3_moe: the router where the layer has experts, the MLP where it does not
+                assert module.format(i=i) in modules, (template, module, i)
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -80,3 +82,54 @@ def test_llama_with_mlp_bias_matches_transformers(tmp_path):
     assert ours.spec.mlp_bias and "blocks.0.mlp.b_up" in ours.weights
     errors = compare(ref, ours.run(ids=[[3, 9, 27, 5]]), ATOL32)
     assert "logits" in errors and "blocks.1.mlp.out" in errors
+
+
+# ---------- qwen2/3_moe dense layers, phi qk_layernorm: left padding and the layer rule against transformers ----------
+
+
+@pytest.mark.parametrize("name", ["qwen2_moe", "qwen3_moe-dense", "phi-qk", "qwen3_moe", "mixtral"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_left_padded_batch_matches_transformers(built, name, dtype):
+    """A left-padded batch captured from transformers now: every step within the parity tolerance, and
+    the chosen experts equal token by token."""
+    from test_parity import ATOL32, ATOL64, _run_like, compare
+    from tracer import load_model
+    from tracer.capture import capture
+
+    rows = [_prompt_ids(built[name])[0], [33, 8, 12, 40]]
+    width = max(len(r) for r in rows)
+    ids = [[2] * (width - len(r)) + r for r in rows]  # 2: <pad>
+    mask = [[0] * (width - len(r)) + [1] * len(r) for r in rows]
+    ref = capture(built[name], ids, attention_mask=mask, dtype=dtype)
+    assert ref["input.mask"][1, 0] == 0
+    ours = _run_like(load_model(built[name], dtype=dtype), ref)
+    errors = compare(ref, ours, ATOL32 if dtype == "float32" else ATOL64)
+    assert "logits" in errors
+    real = ref["input.mask"].astype(bool)
+    routers = [n for n in ref.names() if n.endswith("mlp.router.experts")]
+    assert bool(routers) == ("moe" in name or name == "mixtral")
+    for n in routers:
+        np.testing.assert_array_equal(ours[n][real], ref[n][real], err_msg=n)
+
+
+@pytest.mark.parametrize("family", ["qwen2_moe", "qwen3_moe"])
+@pytest.mark.parametrize("fields", [dict(decoder_sparse_step=2), dict(mlp_only_layers=[0, 3]),
+                                    dict(decoder_sparse_step=3, mlp_only_layers=[2]), dict(num_experts=0)])
+def test_moe_layers_are_the_ones_transformers_builds(family, fields):
+    """tracer's MoE-or-dense decision per layer equals the block class transformers instantiates."""
+    import json
+
+    tf = pytest.importorskip("transformers")
+    from tracer.arch.registry import adapter_for
+
+    cls = {"qwen2_moe": tf.Qwen2MoeConfig, "qwen3_moe": tf.Qwen3MoeConfig}[family]
+    sizes = dict(vocab_size=16, hidden_size=8, intermediate_size=12, moe_intermediate_size=4, num_hidden_layers=6,
+                 num_attention_heads=2, num_key_value_heads=1, num_experts=4, num_experts_per_tok=2)
+    if family == "qwen2_moe":
+        sizes["shared_expert_intermediate_size"] = 4
+    config = cls(**{**sizes, **fields})
+    model = tf.AutoModelForCausalLM.from_config(config)
+    theirs = tuple(type(layer.mlp).__name__.endswith("SparseMoeBlock") for layer in model.model.layers)
+    spec = adapter_for(json.loads(config.to_json_string())).spec_from_config(json.loads(config.to_json_string()))
+    ours = tuple(spec.moe.on(i) for i in range(6)) if spec.moe is not None else (False,) * 6
+    assert ours == theirs

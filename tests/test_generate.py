@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import FAMILIES, ROOT, SEQ2SEQ, model_dir
+from conftest import FAMILIES, FAMILY_VARIANTS, ROOT, SEQ2SEQ, model_dir
 from tracer import load_model
 from tracer.default_model import default_model_path
 from tracer.engine.decode import forward_cached, new_cache
@@ -29,7 +29,7 @@ def shipped():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("family", FAMILIES + SEQ2SEQ)
+@pytest.mark.parametrize("family", FAMILIES + SEQ2SEQ + FAMILY_VARIANTS)
 def test_cached_logits_equal_the_whole_sequence_recomputed(family, dtype):
     """--check-cache on every decoder and encoder-decoder fixture: a left-padded batch, past every sliding
     window (mistral's is 3); T5's relative bias of the new row uses `past`."""

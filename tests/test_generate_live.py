@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import FAMILIES, SEQ2SEQ, model_dir
+from conftest import FAMILIES, FAMILY_VARIANTS, SEQ2SEQ, model_dir
 from tracer import load_model
 from tracer.generate import GenerateOptions, generate
 
@@ -60,7 +60,7 @@ def check(folder, rows, seq2seq: bool) -> None:
 
 
 @pytest.mark.parametrize("prompts", sorted(PROMPTS))
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", FAMILIES + FAMILY_VARIANTS)
 def test_decoder_families_match_transformers_generate(family, prompts):
     check(model_dir(family), PROMPTS[prompts], seq2seq=False)
 

@@ -8,7 +8,7 @@ installed. Tolerances: max-abs 1e-5 in float32, 1e-10 in float64.
 import numpy as np
 import pytest
 
-from conftest import FAMILIES, OPT_VARIANTS, ROPE_VARIANTS, VARIANTS, model_dir
+from conftest import FAMILIES, FAMILY_VARIANTS, OPT_VARIANTS, ROPE_VARIANTS, VARIANTS, model_dir
 from tracer import load_model
 from tracer.steps import describe
 from tracer.trace import Trace
@@ -96,14 +96,14 @@ def test_padded_batch_matches_transformers(name):
 # ---------- issue 10: rope scaling, OPT projections and post-norm ----------
 
 
-@pytest.mark.parametrize("name", ROPE_VARIANTS + OPT_VARIANTS)
+@pytest.mark.parametrize("name", ROPE_VARIANTS + OPT_VARIANTS + FAMILY_VARIANTS)
 def test_variant_float64_matches_transformers_float64(name):
     folder = model_dir(name)
     ref = Trace.load(folder / "reference64.safetensors")
     compare(ref, _run_like(load_model(folder, dtype="float64"), ref), ATOL64)
 
 
-@pytest.mark.parametrize("name", ROPE_VARIANTS + OPT_VARIANTS)
+@pytest.mark.parametrize("name", ROPE_VARIANTS + OPT_VARIANTS + FAMILY_VARIANTS)
 def test_variant_padded_batch_matches_transformers(name):
     folder = model_dir(name)
     ref = Trace.load(folder / "reference_batch.safetensors")

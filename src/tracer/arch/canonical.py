@@ -114,12 +114,15 @@ def stack_shapes(spec: Spec, prefix: str) -> dict[str, tuple[int, ...]]:
 
 
 def moe_shapes(spec: Spec, p: str) -> dict[str, tuple[int, ...]]:
-    """One MoE layer: the router [d_model, n_experts] and each expert's gated MLP."""
+    """One MoE layer: the router [d_model, n_experts], each expert's gated MLP, and any shared expert."""
     d, m = spec.d_model, spec.moe
     shapes: dict[str, tuple[int, ...]] = {p + "mlp.W_router": (d, m.n_experts)}
     for e in range(m.n_experts):
         x = f"{p}mlp.experts.{e}."
         shapes.update({x + "W_in": (d, m.d_expert), x + "W_up": (d, m.d_expert), x + "W_out": (m.d_expert, d)})
+    if m.d_shared:  # qwen2_moe: the shared expert and its gate
+        x, f = p + "mlp.shared.", m.d_shared
+        shapes.update({x + "W_in": (d, f), x + "W_up": (d, f), x + "W_out": (f, d), x + "W_gate": (d, 1)})
     return shapes
 
 

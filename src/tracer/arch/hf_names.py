@@ -51,6 +51,10 @@ CONDITIONS: dict[tuple[str, str], object] = {
     ("t5", "decoder.blocks.{i}.mlp.up"): ("is_gated_act", True),
 }
 
+# Steps that exist only in some layers: (family, template) -> predicate(config, layer) (qwen2/3_moe: the MoE
+# layers have a router, the mlp_only_layers a dense MLP).
+LAYER_CONDITIONS: dict[tuple[str, str], object] = {}
+
 # What a headless encoder (BertModel, RobertaModel: no head) lacks in front of every module path.
 HEADLESS_PREFIX: dict[str, str] = {"bert": "bert.", "roberta": "roberta."}
 

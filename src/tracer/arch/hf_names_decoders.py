@@ -1,13 +1,15 @@
 """Where the steps of issue 10's decoder families live in transformers (see hf_names for the conventions).
 
 qwen3 and gemma3 add q/k norms, olmo2 and gemma2/3 norms after each sublayer, gemma2/3 capped logits,
-starcoder2 and phi plain MLPs, mixtral and qwen3_moe a router in place of the MLP; OPT-350m projects its
-embeddings in and out. Imported by hf_names, whose tables it extends; pure data, no torch.
+starcoder2 and phi plain MLPs (phi q/k LayerNorms with qk_layernorm), mixtral and qwen2/3_moe a router in
+place of the MLP (qwen2_moe a shared expert beside it; qwen2/3_moe keep the MLP on their dense layers);
+OPT-350m projects its embeddings in and out. Imported by hf_names, whose tables it extends; no torch.
 """
 
 from __future__ import annotations
 
-from tracer.arch.hf_names import CONDITIONS, HEADS_FIRST, HF_NAMES, Source, _llama_like
+from tracer.arch.hf_names import CONDITIONS, HEADS_FIRST, HF_NAMES, LAYER_CONDITIONS, Source, _llama_like
+from tracer.arch.qwen3_moe import sparse_layers
 
 def _with_qk_norm(names: dict[str, Source]) -> dict[str, Source]:
     """Add attn.q_norm / attn.k_norm (modules self_attn.q_norm / k_norm) right after attn.v."""
@@ -70,31 +72,71 @@ def _logits_softcapped(names: dict[str, Source]) -> dict[str, Source]:
 
 HEADS_FIRST.update({("gemma3_text", "blocks.{i}.attn.q_norm"), ("gemma3_text", "blocks.{i}.attn.k_norm")})
 
-def _moe(names: dict[str, Source]) -> dict[str, Source]:
+_DENSE_MLP = ("blocks.{i}.mlp.pre", "blocks.{i}.mlp.up", "blocks.{i}.mlp.post")
+
+
+def _moe(names: dict[str, Source], dense_layers: bool = False, shared: bool = False) -> dict[str, Source]:
     """The MLP replaced by a router (`mlp.gate`: logits, weights, experts) and experts; mlp.out is the block's.
-    Every layer must have experts (qwen3_moe with mlp_only_layers cannot be captured yet)."""
+    dense_layers: keep the dense MLP's steps for the layers without experts (qwen2/3_moe, see _by_layer);
+    shared: qwen2_moe's shared expert and its gate, after the router steps."""
+    layer = "model.layers.{i}.mlp"
     out: dict[str, Source] = {}
     for template, source in names.items():
-        if template in ("blocks.{i}.mlp.pre", "blocks.{i}.mlp.up", "blocks.{i}.mlp.post"):
+        if template in _DENSE_MLP and not dense_layers:
             continue
         if template == "blocks.{i}.mlp.out":
-            out["blocks.{i}.mlp.router.logits"] = ("model.layers.{i}.mlp.gate", "output")
-            out["blocks.{i}.mlp.router.experts"] = ("model.layers.{i}.mlp.gate", "output[2]")
-            out["blocks.{i}.mlp.router.weights"] = ("model.layers.{i}.mlp.gate", "output[1]")
+            out["blocks.{i}.mlp.router.logits"] = (f"{layer}.gate", "output")
+            out["blocks.{i}.mlp.router.experts"] = (f"{layer}.gate", "output[2]")
+            out["blocks.{i}.mlp.router.weights"] = (f"{layer}.gate", "output[1]")
+            if shared:
+                out["blocks.{i}.mlp.shared.out"] = (f"{layer}.shared_expert", "output")
+                out["blocks.{i}.mlp.shared.gate"] = (f"{layer}.shared_expert_gate", "sigmoid(output)")
         out[template] = source
     return out
 
 
+def _moe_layer(config, i: int) -> bool:
+    """Qwen2/3-MoE: layer i has experts (the adapter's rule, the one transformers applies)."""
+    return sparse_layers(config.to_dict(), config.model_type)[i]
+
+
+def _dense_layer(config, i: int) -> bool:
+    return not _moe_layer(config, i)
+
+
+def _by_layer(family: str) -> None:
+    """Router and shared-expert steps on the layers with experts, the dense MLP's steps on the others."""
+    for template in HF_NAMES[family]:
+        if template.startswith("blocks.{i}.mlp.") and template != "blocks.{i}.mlp.out":
+            LAYER_CONDITIONS[(family, template)] = _dense_layer if template in _DENSE_MLP else _moe_layer
+
+
+def _with_qk_layernorm(names: dict[str, Source]) -> dict[str, Source]:
+    """phi with qk_layernorm: self_attn.q_layernorm / k_layernorm, applied after the head split (heads first)."""
+    out = _with_qk_norm(names)
+    out["blocks.{i}.attn.q_norm"] = ("model.layers.{i}.self_attn.q_layernorm", "output")
+    out["blocks.{i}.attn.k_norm"] = ("model.layers.{i}.self_attn.k_layernorm", "output")
+    return out
+
+
+HEADS_FIRST.update({("phi", "blocks.{i}.attn.q_norm"), ("phi", "blocks.{i}.attn.k_norm")})
+CONDITIONS.update({("phi", "blocks.{i}.attn.q_norm"): ("qk_layernorm", True),
+                   ("phi", "blocks.{i}.attn.k_norm"): ("qk_layernorm", True)})
+
+
 HF_NAMES.update({
     "mixtral": _moe(_llama_like()),
-    "qwen3_moe": _moe(_with_qk_norm(_llama_like())),
+    "qwen3_moe": _moe(_with_qk_norm(_llama_like()), dense_layers=True),
+    "qwen2_moe": _moe(_llama_like(), dense_layers=True, shared=True),
     "qwen3": _with_qk_norm(_llama_like()),
     "olmo2": _with_qk_norm(_sublayer_norms(_llama_like(), sandwich=False)),
     "starcoder2": _plain_mlp(_llama_like(), "c_fc", "c_proj"),
-    "phi": _phi(),
+    "phi": _with_qk_layernorm(_phi()),
     "gemma2": _logits_softcapped(_sublayer_norms(_llama_like(embed_tokens=False), sandwich=True)),
     "gemma3_text": _logits_softcapped(_with_qk_norm(_sublayer_norms(_llama_like(embed_tokens=False), sandwich=True))),
 })
+_by_layer("qwen3_moe")
+_by_layer("qwen2_moe")
 
 
 def _opt_final_norm(config) -> bool:

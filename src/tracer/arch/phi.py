@@ -1,20 +1,19 @@
 """Phi-1/Phi-2: parallel attention and MLP reading one shared LayerNorm, partial rotary, biases on
-q/k/v and the output projection (`dense`), a plain GELU MLP (fc1, fc2), and an LM head with a bias."""
+q/k/v and the output projection (`dense`), a plain GELU MLP (fc1, fc2), and an LM head with a bias.
+With qk_layernorm, q and k each go through a LayerNorm (with bias) over d_head, per head, before rotary."""
 
 from tracer.arch.canonical import Source, transposed
 from tracer.arch.llama import IGNORED, llama_spec  # noqa: F401  (IGNORED: re-exported)
 from tracer.checkpoint.config import cfg_bool, cfg_float
-from tracer.errors import TracerError
 
 
 def spec_from_config(cfg: dict):
-    if cfg_bool(cfg, "qk_layernorm", "phi", default=False):
-        raise TracerError("phi: qk_layernorm=true is not supported yet")
+    qk = "head" if cfg_bool(cfg, "qk_layernorm", "phi", default=False) else "none"  # LayerNorm over d_head, per head
     return llama_spec(
         cfg, "phi",
         norm="layernorm", norm_eps=cfg_float(cfg, "layer_norm_eps", "phi", minimum=0.0, maximum=1.0, default=1e-5),
         qkv_bias=True, o_bias=True, mlp="plain", mlp_bias=True,
-        residual="parallel", shared_norm=True, head_bias=True,
+        residual="parallel", shared_norm=True, head_bias=True, qk_norm=qk,
     )  # fmt: skip
 
 
@@ -27,6 +26,10 @@ def weight_sources(spec):
         for x, theirs in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "dense")):
             src[p + f"attn.W_{x}"] = transposed(hf + f"self_attn.{theirs}.weight")
             src[p + f"attn.b_{x}"] = Source(hf + f"self_attn.{theirs}.bias")
+        if spec.qk_norm != "none":  # qk_layernorm: q_layernorm / k_layernorm, LayerNorms with biases
+            for x in "qk":
+                for wb, theirs in (("w", "weight"), ("b", "bias")):
+                    src[p + f"attn.{x}_norm.{wb}"] = Source(hf + f"self_attn.{x}_layernorm.{theirs}")
         for ours, theirs in (("in", "fc1"), ("out", "fc2")):
             src[p + f"mlp.W_{ours}"] = transposed(hf + f"mlp.{theirs}.weight")
             src[p + f"mlp.b_{ours}"] = Source(hf + f"mlp.{theirs}.bias")

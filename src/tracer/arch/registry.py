@@ -9,7 +9,7 @@ from tracer.errors import TracerError
 
 FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "opt", "bert", "roberta", "t5", "bart")
 # the families of issue 10 (kept apart for merging)
-FAMILIES += ("qwen3", "olmo2", "starcoder2", "phi", "gemma2", "gemma3_text", "mixtral", "qwen3_moe")
+FAMILIES += ("qwen3", "olmo2", "starcoder2", "phi", "gemma2", "gemma3_text", "mixtral", "qwen3_moe", "qwen2_moe")
 
 
 def adapter_for(cfg: dict) -> ModuleType:

@@ -48,7 +48,8 @@ class MoeSpec:
     top_k: int
     d_expert: int  # each expert's hidden width
     normalize: bool = True  # renormalise the top-k probabilities to sum to 1 (mixtral; qwen3_moe norm_topk_prob)
-    layers: tuple[bool, ...] = ()  # per layer: True = MoE, False = the dense MLP (qwen3_moe mlp_only_layers); () = all
+    layers: tuple[bool, ...] = ()  # per layer: True = MoE, False = the dense MLP (qwen2/3_moe mlp_only_layers); () = all
+    d_shared: int = 0  # qwen2_moe: width of the always-on shared expert, gated by sigmoid(x @ W_gate); 0 = none
 
     def on(self, layer: int) -> bool:
         return self.layers[layer] if self.layers else True
@@ -93,7 +94,7 @@ class Spec:
     mlp: str = "gated"  # "gated" | "plain"
     activation: str = "silu"  # silu | gelu | gelu_tanh | relu
     mlp_bias: bool = False
-    moe: MoeSpec | None = None  # mixture of experts (mixtral, qwen3_moe)
+    moe: MoeSpec | None = None  # mixture of experts (mixtral, qwen2_moe, qwen3_moe)
     # residual stream
     residual: str = "sequential"  # "sequential" | "parallel"
     shared_norm: bool = False  # parallel residual with one norm feeding attention and MLP (phi-1/2)

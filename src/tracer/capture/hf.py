@@ -19,7 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from tracer.arch.hf_names import CONDITIONS, FUSED_QKV, HEADS_FIRST, HF_NAMES, _template_of, hf_module, hf_source
+from tracer.arch.hf_names import (CONDITIONS, FUSED_QKV, HEADS_FIRST, HF_NAMES, LAYER_CONDITIONS, _template_of, hf_module,
+                                  hf_source)
 from tracer.capture import hf_routes
 from tracer.capture.float64 import default_dtype, float32_as_float64, needs_float64_default, recompute_rotary_in_float64
 from tracer.capture.meta import describe_tokens, file_sha256
@@ -212,8 +213,8 @@ def step_order(family: str, config, headless: bool = False) -> list[str]:
     for template in list(HF_NAMES[family]) + [""]:
         head = template.split("blocks.{i}.")[0] if "blocks.{i}." in template else None
         if block and head != stack:  # a run of block templates ended: expand it
-            for i in range(hf_routes.n_layers(config, stack)):
-                order += [t.format(i=i) for t in block]
+            for i in range(hf_routes.n_layers(config, stack)):  # qwen2/3_moe: router or dense MLP per layer
+                order += [t.format(i=i) for t in block if _in_layer(family, t, config, i)]
             block = []
         if head is not None:
             stack = head
@@ -224,6 +225,11 @@ def step_order(family: str, config, headless: bool = False) -> list[str]:
     if "logits.raw" in order and "logits" not in order:  # gemma2: capped logits come from the outputs only
         order.append("logits")
     return order + (["pooled"] if headless else ["probs"])
+
+
+def _in_layer(family: str, template: str, config, layer: int) -> bool:
+    condition = LAYER_CONDITIONS.get((family, template))
+    return condition is None or condition(config, layer)
 
 
 def _condition_holds(family: str, template: str, config) -> bool:
@@ -343,6 +349,8 @@ def _take(record: _Record, take: str):
     output = record.output
     if take == "output" or take.startswith("split:"):
         return output[0] if isinstance(output, tuple) else output
+    if take == "sigmoid(output)":  # qwen2_moe's shared expert gate, as the block applies it
+        return output.sigmoid()
     if take in ("output[1]", "output[2]"):
         return output[int(take[-2])]
     if take == "input[0]":
@@ -383,6 +391,8 @@ def _to_layout(value, name: str, take: str, family: str, config, batch_pos: tupl
         _, _, d_head = head_sizes(config)  # [batch, len, heads*d_head] -> [batch, heads, len, d_head]
         rows, length = value.shape[:2]  # decoder and cross-attention steps have their own lengths
         return _np(value.reshape(rows, length, -1, d_head).transpose(1, 2))
+    if axes == ("batch", "pos"):  # one scalar per token from a [batch*pos, 1] module output
+        return _np(value.reshape(batch, pos))
     if axes[:2] == ("batch", "pos") and len(axes) == 3 and value.ndim == 2:
         return _np(value.reshape(batch, pos, -1))  # OPT's MLP runs on [batch*pos, features]
     return _np(value)

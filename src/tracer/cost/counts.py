@@ -330,8 +330,8 @@ CROSS = ("cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.scores", "c
          "cross_attn.weights", "cross_attn.z", "cross_attn.out")
 
 
-def block_steps(spec: Spec) -> tuple[str, ...]:
-    """The block's steps in the order the engine records them."""
+def block_steps(spec: Spec, layer: int | None = None) -> tuple[str, ...]:
+    """The block's steps in the order the engine records them (layer: which one, where MoE and dense differ)."""
     rotary = ("attn.q_rot", "attn.k_rot") if spec.positions == "rotary" else ()
     bias = ("attn.position_bias",) if spec.relative_bias is not None else ()
     qk = ("attn.q_norm", "attn.k_norm") if spec.qk_norm != "none" else ()
@@ -339,8 +339,8 @@ def block_steps(spec: Spec) -> tuple[str, ...]:
     attn = ("attn.q", "attn.k", "attn.v", *qk, *rotary, *bias, *raw, "attn.scores", "attn.masked_scores",
             "attn.weights", "attn.z", "attn.out")
     mlp = ("mlp.pre",) + (("mlp.up",) if spec.mlp == "gated" else ()) + ("mlp.post", "mlp.out")
-    if spec.moe is not None:  # every layer counted as a MoE layer (qwen3_moe's dense layers are not told apart)
-        mlp = MOE_STEPS
+    if spec.moe is not None and (layer is None or spec.moe.on(layer)):  # qwen2/3_moe: some layers stay dense
+        mlp = MOE_STEPS[:-1] + (("mlp.shared.out", "mlp.shared.gate") if spec.moe.d_shared else ()) + MOE_STEPS[-1:]
     cross = spec.cross_attention
     if spec.norm_placement in ("sandwich", "after"):  # gemma2/3, olmo2: a norm on each sublayer's output
         before = spec.norm_placement == "sandwich"

@@ -1,4 +1,4 @@
-"""Mixture-of-experts MLPs, which no adapter produces yet: a router picks top_k of n_experts MLPs per token.
+"""Mixture-of-experts MLPs: a router picks top_k of n_experts MLPs per token.
 
 The formulas plug into a `Stack` like the others (routes.py): a dict step -> Formula over the same
 (spec, pass, layer) arguments, so MoE blocks are the block formulas with these in place of the MLP's.
@@ -77,8 +77,9 @@ def moe_formulas(moe: MoE) -> dict[str, Formula]:
 
 
 def engine_moe_formulas() -> dict[str, Formula]:
-    """The MoE steps the engine records (mixtral, qwen3_moe), read from `spec.moe`: the router's logits,
-    its top-k pick and weights, the chosen experts' outputs, and mlp.out (their weighted sum)."""
+    """The MoE steps the engine records (mixtral, qwen2_moe, qwen3_moe), read from `spec.moe`: the router's
+    logits, its top-k pick and weights, the chosen experts' outputs, qwen2_moe's shared expert and its gate,
+    and mlp.out (their weighted sum)."""
 
     def logits(spec: Spec, p: Pass, layer) -> StepCost:
         return matmul(p, p.tokens, spec.d_model, spec.moe.n_experts, False)
@@ -97,9 +98,20 @@ def engine_moe_formulas() -> dict[str, Formula]:
         cost.act_bytes = through * spec.d_model * p.itemsize
         return cost
 
+    def shared_out(spec: Spec, p: Pass, layer) -> StepCost:  # qwen2_moe: one gated MLP on every token
+        cost = _expert_mlp(spec, p, p.tokens, spec.moe.d_shared, 1)
+        cost.act_bytes = p.tokens * spec.d_model * p.itemsize
+        return cost
+
+    def shared_gate(spec: Spec, p: Pass, layer) -> StepCost:  # sigmoid(x @ W_gate): one scalar per token
+        cost = matmul(p, p.tokens, spec.d_model, 1, False)
+        cost.elementwise += p.tokens * ACTIVATION_OPS["silu"]  # sigmoid: negate, exp, add, divide, as silu
+        return cost
+
     def out(spec: Spec, p: Pass, layer) -> StepCost:  # weight each chosen expert's output and sum them
-        return StepCost(kind="elementwise", elementwise=2 * p.tokens * spec.moe.top_k * spec.d_model,
+        shared = 2 * p.tokens * spec.d_model if spec.moe.d_shared else 0  # + gate * shared expert
+        return StepCost(kind="elementwise", elementwise=2 * p.tokens * spec.moe.top_k * spec.d_model + shared,
                         act_bytes=p.tokens * spec.d_model * p.itemsize)
 
     return {"mlp.router.logits": logits, "mlp.router.experts": experts, "mlp.router.weights": weights,
-            "mlp.expert_out": expert_out, "mlp.out": out}
+            "mlp.expert_out": expert_out, "mlp.shared.out": shared_out, "mlp.shared.gate": shared_gate, "mlp.out": out}

@@ -49,11 +49,12 @@ def mlp_parameters(spec: Spec) -> int:
 
 
 def layer_mlp_parameters(spec: Spec, layer: int) -> int:
-    """One layer's MLP, or its router and every expert in a mixture-of-experts layer."""
+    """One layer's MLP, or its router, every expert and any shared expert in a mixture-of-experts layer."""
     if spec.moe is None or not spec.moe.on(layer):
         return mlp_parameters(spec)
     m = spec.moe
-    return spec.d_model * m.n_experts + m.n_experts * 3 * spec.d_model * m.d_expert  # router; gated experts
+    shared = 3 * spec.d_model * m.d_shared + spec.d_model if m.d_shared else 0  # qwen2_moe: shared expert, its gate
+    return spec.d_model * m.n_experts + m.n_experts * 3 * spec.d_model * m.d_expert + shared  # router; gated experts
 
 
 def norm_size(spec: Spec) -> int:

@@ -21,7 +21,8 @@ from tracer.errors import TracerError
 
 def _moe_or_dense(spec: Spec, p: Pass, layer) -> StepCost:
     """mlp.out: the down projection, or in a mixture of experts the weighted sum of the chosen experts."""
-    return (_MOE["mlp.out"] if spec.moe is not None else BLOCK["mlp.out"])(spec, p, layer)
+    moe = spec.moe is not None and (layer is None or spec.moe.on(layer))
+    return (_MOE["mlp.out"] if moe else BLOCK["mlp.out"])(spec, p, layer)
 
 
 _MOE = engine_moe_formulas()
@@ -40,6 +41,7 @@ class Stack:
     prefix: str = ""  # step-name prefix; "{i}" in it repeats the stack per layer
     spec_of: Callable[[Spec], Spec] = _same  # the Spec this stack counts
     pass_of: Callable[[Pass], Pass | None] = _same  # the pass it sees; None: it does not run
+    by_layer: bool = False  # steps(spec, layer): the steps differ per layer (qwen2/3_moe's dense layers)
 
     def per_layer(self) -> bool:
         return "{i}" in self.prefix
@@ -58,16 +60,16 @@ def _encoder_pass(p: Pass) -> Pass | None:
 
 SINGLE = (
     Stack("embed", embed_steps, EMBED),
-    Stack("blocks", block_steps, BLOCKS, prefix="blocks.{i}."),
+    Stack("blocks", block_steps, BLOCKS, prefix="blocks.{i}.", by_layer=True),
     Stack("final_norm", final_steps, FINAL),
     Stack("head", head_steps, HEAD),
 )
 ENCODER_DECODER = (
     Stack("encoder.embed", embed_steps, EMBED, "encoder.", _encoder, _encoder_pass),
-    Stack("encoder.blocks", block_steps, BLOCKS, "encoder.blocks.{i}.", _encoder, _encoder_pass),
+    Stack("encoder.blocks", block_steps, BLOCKS, "encoder.blocks.{i}.", _encoder, _encoder_pass, True),
     Stack("encoder.final_norm", final_steps, FINAL, "encoder.", _encoder, _encoder_pass),
     Stack("decoder.embed", embed_steps, EMBED, "decoder."),
-    Stack("decoder.blocks", block_steps, BLOCKS, "decoder.blocks.{i}."),
+    Stack("decoder.blocks", block_steps, BLOCKS, "decoder.blocks.{i}.", by_layer=True),
     Stack("decoder.final_norm", final_steps, FINAL, "decoder."),
     Stack("head", head_steps, HEAD),
 )
@@ -82,11 +84,11 @@ def route_of(spec: Spec) -> tuple[Stack, ...]:
 
 
 def _layers(spec: Spec, one_per_window: bool) -> list[tuple[int, int]]:
-    """(layer, how many layers it stands for): every layer, or the first of each distinct window."""
+    """(layer, how many layers it stands for): every layer, or the first of each distinct window (and MLP kind)."""
     if not one_per_window:
         return [(i, 1) for i in range(spec.n_layers)]
-    windows = Counter(spec.window(i) for i in range(spec.n_layers))
-    return [(next(i for i in range(spec.n_layers) if spec.window(i) == w), n) for w, n in windows.items()]
+    kind = [(spec.window(i), spec.moe is None or spec.moe.on(i)) for i in range(spec.n_layers)]  # MoE or dense MLP
+    return [(kind.index(k), n) for k, n in Counter(kind).items()]
 
 
 def pass_costs(spec: Spec, p: Pass, route: tuple[Stack, ...] | None = None,
@@ -101,7 +103,7 @@ def pass_costs(spec: Spec, p: Pass, route: tuple[Stack, ...] | None = None,
             continue
         for layer, repeat in _layers(s, one_per_window) if stack.per_layer() else [(None, 1)]:
             prefix = stack.prefix.format(i=layer)
-            for step in stack.steps(s):
+            for step in stack.steps(s, layer) if stack.by_layer else stack.steps(s):
                 cost = stack.formulas[step](s, sp, layer)
                 cost.name, cost.stack, cost.repeat = prefix + step, stack.name, repeat
                 out.append(cost)

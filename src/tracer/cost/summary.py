@@ -82,7 +82,17 @@ def by_template(costs: list[StepCost]) -> dict[str, dict]:
         r["layers"] += 1
         for key in ("macs", "flops", "elementwise", "weight_bytes", "act_bytes"):
             r[key] += getattr(c, key)
-    return rows
+    return {t: rows[t] for t in pass_order([template(c.name) for c in costs])}
+
+
+def pass_order(names: list[str]) -> list[str]:
+    """Distinct names in pass order; a name first met in a later layer goes right after the step before it
+    there (qwen2_moe's dense layer: mlp.pre, mlp.up, mlp.post after ln2.out, not after resid_post)."""
+    order: list[str] = []
+    for k, name in enumerate(names):
+        if name not in order:
+            order.insert(order.index(names[k - 1]) + 1 if k else 0, name)
+    return order
 
 
 def first_length(overtakes: Callable[[int], bool], limit: int = SEARCH_LIMIT) -> int | None:

@@ -45,7 +45,8 @@ def _cross_attention(h: np.ndarray, W: dict, p: str, spec: Spec, m: BlockMasks, 
 
 def _mlp(h: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
     if spec.moe is not None and p + "mlp.W_router" in W:
-        return rec(p + "mlp.out", moe(h, W, p, spec, rec), _BTD, "sum over chosen experts: router.weights * expert_out")
+        shared = " + shared.gate * shared.out" if spec.moe.d_shared else ""
+        return rec(p + "mlp.out", moe(h, W, p, spec, rec), _BTD, "sum over chosen experts: router.weights * expert_out" + shared)
     return rec(p + "mlp.out", mlp(h, W, p, spec, rec), _BTD, affine_op("post", "out", W, p + "mlp."))
 
 

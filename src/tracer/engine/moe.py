@@ -3,7 +3,8 @@
 router logits -> softmax -> the k most probable experts (transformers' torch.topk order: most probable
 first) and their probabilities (renormalised to sum to 1 when the model says so). Each expert is a gated
 MLP run only on the tokens routed to it; a token's output is the weighted sum of its experts' outputs,
-added in expert order as transformers' index_add_ does.
+added in expert order as transformers' index_add_ does. Qwen2-MoE adds a shared expert every token goes
+through, scaled by a sigmoid gate: out = routed + sigmoid(x @ W_gate) * shared(x).
 """
 
 from __future__ import annotations
@@ -33,6 +34,19 @@ def expert_mlp(x: np.ndarray, W: dict, e: str, spec: Spec) -> np.ndarray:
     return linear(act(linear(x, W[e + "W_in"])) * linear(x, W[e + "W_up"]), W[e + "W_out"])
 
 
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def shared_expert(x: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
+    """Qwen2-MoE's shared expert, scaled by its gate: [batch, pos, d_model] -> [batch, pos, d_model]."""
+    y = rec(p + "mlp.shared.out", expert_mlp(x, W, p + "mlp.shared.", spec), ("batch", "pos", "d_model"),
+            f"the shared expert (width {spec.moe.d_shared}) on every token, a gated MLP, before its gate")
+    gate = rec(p + "mlp.shared.gate", sigmoid(linear(x, W[p + "mlp.shared.W_gate"]))[..., 0], ("batch", "pos"),
+               "sigmoid(x @ W_shared_gate), one scalar per token")
+    return gate[..., None] * y
+
+
 def moe(x: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
     """[batch, pos, d_model] -> [batch, pos, d_model]; records the routing and each chosen expert's output."""
     m = spec.moe
@@ -54,4 +68,7 @@ def moe(x: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
         np.add.at(out, tokens, y * weights.reshape(b * t, m.top_k)[tokens, slots, None])
     rec(p + "mlp.expert_out", outputs.reshape(b, t, m.top_k, d), ("batch", "pos", "top_k", "d_model"),
         "each chosen expert's output for the token (run on routed tokens only), before weighting")
-    return out.reshape(b, t, d)
+    out = out.reshape(b, t, d)
+    if m.d_shared:  # transformers: routed sum + sigmoid(gate) * shared
+        return out + shared_expert(x, W, p, spec, rec)
+    return out

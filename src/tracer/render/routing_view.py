@@ -15,6 +15,8 @@ def render_routing(routing: dict | None, number: int):
     k, n = routing["top_k"], routing["n_experts"]
     weighting = "renormalised to 1" if routing["normalized"] else "router probabilities, not renormalised"
     caption = f"each token goes to {k} of {n} experts; weights are {weighting}"
+    if routing.get("shared"):  # qwen2_moe
+        caption += "; and through the shared expert, scaled by its gate"
     parts = [heading(number, f"Routing  block {routing['layer']}", caption)]
     for missing in routing["missing"]:
         parts.append(calm(missing))
@@ -23,9 +25,12 @@ def render_routing(routing: dict | None, number: int):
         table.add_column("pos", justify="right", style=DIM, no_wrap=True)
         table.add_column("token", no_wrap=True, max_width=20, overflow="ellipsis")
         table.add_column("experts (weight)", overflow="fold")
+        gated = "shared_gate" in routing["tokens"][0]
+        if gated:
+            table.add_column("shared gate", justify="right", no_wrap=True)
         for t in routing["tokens"]:
             chosen = "  ".join(f"e{e} {w:.2f}" for e, w in zip(t["experts"], t["weights"]))
-            table.add_row(str(t["pos"]), t["token"], chosen)
+            table.add_row(str(t["pos"]), t["token"], chosen, *([f"{t['shared_gate']:.2f}"] if gated else []))
         parts.append(table)
     if routing["load"]:
         parts.append(Text("load: how many of the row's tokens each expert served", style=DIM))

@@ -80,7 +80,12 @@ def step_inputs(name: str, present: set[str], spec: dict) -> list[str]:
         "ln2.out": [x] if parallel else [p + "resid_cross" if cross else p + "resid_mid"],
         "mlp.pre": [mlp_in], "mlp.up": [mlp_in],
         "mlp.post": [p + "mlp.pre", p + "mlp.up"],
-        "mlp.out": [p + "mlp.post"],
+        "mlp.router.logits": [mlp_in], "mlp.router.experts": [p + "mlp.router.logits"],
+        "mlp.router.weights": [p + "mlp.router.logits", p + "mlp.router.experts"],
+        "mlp.expert_out": [mlp_in, p + "mlp.router.experts"],
+        "mlp.shared.out": [mlp_in], "mlp.shared.gate": [mlp_in],
+        "mlp.out": [p + "mlp.post", p + "mlp.expert_out", p + "mlp.router.weights", p + "mlp.shared.out",
+                    p + "mlp.shared.gate"],  # dense, or MoE: routed experts (and qwen2_moe's shared one)
         "resid_post": ([x, p + "attn.out", p + "mlp.out"] if parallel
                        else [mlp_in, p + "mlp.out"] if post
                        else [p + "resid_cross" if cross else p + "resid_mid", mlp_added]),

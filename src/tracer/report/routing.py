@@ -25,12 +25,17 @@ def routing_report(trace, spec: dict, row: int, layer: int, tokens: list[dict]) 
     shown = max((i for i in layers if i <= layer), default=layers[0])
     real = [t["pos"] for t in tokens if not t["pad"]]
     out = {"layer": shown, "layers": layers, "n_experts": moe["n_experts"], "top_k": moe["top_k"],
-           "normalized": moe.get("normalize", True), "tokens": [], "load": [], "missing": []}
+           "normalized": moe.get("normalize", True), "shared": moe.get("d_shared", 0),
+           "tokens": [], "load": [], "missing": []}
     try:
         experts = trace[f"blocks.{shown}.mlp.router.experts"][row]  # [pos, top_k]
         weights = trace[f"blocks.{shown}.mlp.router.weights"][row]
         out["tokens"] = [{"pos": p, "token": tokens[p]["token"], "experts": experts[p].tolist(),
                           "weights": [float(w) for w in weights[p]]} for p in real]
+        gate_name = f"blocks.{shown}.mlp.shared.gate"  # qwen2_moe: the shared expert's sigmoid gate [batch, pos]
+        if gate_name in trace and trace.step(gate_name).array is not None:
+            for t in out["tokens"]:
+                t["shared_gate"] = float(trace[gate_name][row][t["pos"]])
     except KeyError as e:
         out["missing"].append(str(e).strip("'\""))
     for i in layers:
