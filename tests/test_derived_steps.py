@@ -1,11 +1,13 @@
 """Masked scores are where(mask, scores, -inf) exactly: a trace that keeps scores and mask recomputes them on read
 instead of holding them, and its file stores the recipe instead of the tensor."""
 
+import re
+
 import numpy as np
 import pytest
 
 import tracer
-from conftest import model_dir
+from conftest import ENCODERS, FAMILIES, SEQ2SEQ, VARIANTS, model_dir
 from tracer.checkpoint.safetensors_file import SafetensorsFile
 from tracer.engine.forward import MaskOverride
 from tracer.trace import Trace
@@ -69,3 +71,15 @@ def test_the_memory_policy_counts_masked_scores_as_free_only_while_derivable(len
     held = sum(sizes[g] for g in kept if g != masked)
     assert held <= DEFAULT_BUDGET
     assert not dropped or held + min(sizes[g] for g in dropped) > DEFAULT_BUDGET, "dropped more than needed"
+
+
+@pytest.mark.parametrize("name", FAMILIES + VARIANTS + ENCODERS + SEQ2SEQ + ("qwen2_moe", "phi-qk", "qwen3_moe-dense"))
+def test_the_memory_policy_sizes_exactly_the_steps_the_model_records(name):
+    """keep_policy.produced must know every model: a step it counts but the model never records makes the
+    default policy drop tensors that would have fit; one it misses lets a long input pass the budget."""
+    from tracer.keep_policy import step_sizes
+
+    m = tracer.load_model(model_dir(name))
+    kw = dict(decoder_ids=[0, 5]) if m.route == "encoder-decoder" else {}
+    recorded = {re.sub(r"blocks\.\d+\.", "blocks.*.", s.name) for s in m.run(ids=[[5, 17, 42]], keep=(), **kw).steps}
+    assert set(step_sizes(m.spec, 1, 3, 4)) == recorded

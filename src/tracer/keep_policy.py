@@ -38,22 +38,52 @@ def step_sizes(spec: Spec, batch: int, length: int, itemsize: int) -> dict[str, 
 
 
 def produced(template: str, spec: Spec) -> bool:
-    """False for the optional steps this model does not record (issue 10: soft-capping, q/k norms, ...)."""
-    optional = {
-        "attn.scores.raw": spec.attn_softcap is not None,
-        "attn.q_norm": spec.qk_norm != "none",
-        "attn.k_norm": spec.qk_norm != "none",
-        "ln1_post.out": spec.norm_placement in ("sandwich", "after"),
-        "ln2_post.out": spec.norm_placement in ("sandwich", "after"),
-        "logits.raw": spec.logit_softcap is not None,
+    """False for the steps of the route's catalogue that this model does not record (rotary steps without
+    rotary positions, dense-MLP steps in an all-MoE model, soft-capping, q/k norms, the other heads, ...).
+    Decided on the stack the template belongs to (an encoder-decoder's `encoder.` steps on its encoder)."""
+    stack = spec.encoder if spec.encoder is not None and template.startswith(("encoder.", "input.")) \
+        and not template.startswith("input.decoder_") else spec
+    moe = stack.moe
+    dense_mlp = moe is None or (bool(moe.layers) and not all(moe.layers))
+    rule = {
+        "attn.scores.raw": stack.attn_softcap is not None,
+        "attn.q_norm": stack.qk_norm != "none",
+        "attn.k_norm": stack.qk_norm != "none",
+        "attn.q_rot": stack.positions == "rotary",
+        "attn.k_rot": stack.positions == "rotary",
+        "attn.position_bias": stack.relative_bias is not None,
+        "embed.positions": stack.positions == "learned",
+        "input.positions": stack.positions != "relative",
+        "input.decoder_positions": stack.positions != "relative",
+        "ln1.out": stack.norm_placement != "after",
+        "ln2.out": stack.norm_placement in ("pre", "sandwich") and not stack.shared_norm,
+        "resid_mid": stack.residual != "parallel",
+        "ln1_post.out": stack.norm_placement in ("sandwich", "after"),
+        "ln2_post.out": stack.norm_placement in ("sandwich", "after"),
+        "mlp.pre": dense_mlp,
+        "mlp.post": dense_mlp,
+        "mlp.up": dense_mlp and stack.mlp == "gated",
+        "mlp.router.logits": moe is not None,
+        "mlp.router.experts": moe is not None,
+        "mlp.router.weights": moe is not None,
+        "mlp.expert_out": moe is not None,
+        "mlp.shared.out": moe is not None and bool(moe.d_shared),
+        "mlp.shared.gate": moe is not None and bool(moe.d_shared),
+        "final_norm.out": stack.final_norm,
         "embed.project_in": spec.d_embed is not None,
         "project_out": spec.d_embed is not None,
-        "mlp.router.logits": spec.moe is not None,
-        "mlp.router.experts": spec.moe is not None,
-        "mlp.router.weights": spec.moe is not None,
-        "mlp.expert_out": spec.moe is not None,
+        "head.dense": spec.head == "mlm",
+        "head.act": spec.head == "mlm",
+        "head.ln.out": spec.head == "mlm",
+        "logits.raw": spec.logit_softcap is not None,
+        "logits": spec.head != "none",
+        "probs": spec.head != "none",
+        "pooled": spec.head == "none",
     }
-    return next((present for suffix, present in optional.items() if template.endswith(suffix)), True)
+    last = template.split("{i}.")[-1]  # the step within its block (or the whole name outside blocks)
+    for prefix in ("encoder.", "decoder."):
+        last = last[len(prefix):] if last.startswith(prefix) else last
+    return rule.get(last, True)
 
 
 def largest_dropped(sizes: dict[str, int], budget: int) -> list[str]:
