@@ -174,3 +174,41 @@ def test_the_run_screen_and_json_say_what_was_computed_in_blocks(monkeypatch):
     assert "attention a block of query rows at a time" in r.output
     r = runner.invoke(app, ["run", "春天来了春天来了", "--json"])
     assert json.loads(r.stdout)["computed_in_blocks"] == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.lists(_values, min_size=0, max_size=50),
+                          st.sampled_from([0.0, -np.inf, 1.5]), st.integers(0, 40)), min_size=1, max_size=6))
+def test_running_statistics_with_runs_of_a_constant(parts):
+    """add_constant(v, n) counts like n more entries equal to v (the keys a block skipped)."""
+    running, whole = RunningStats(), []
+    for values, constant, count in parts:
+        block = np.array(values, np.float32)
+        running.add(block)
+        running.add_constant(constant, count)
+        whole += [block, np.full(count, constant, np.float32)]
+    want, got = tensor_stats(np.concatenate(whole)), running.result()
+    scale = max(1.0, want["absmax"])
+    assert (got["nan"], got["inf"]) == (want["nan"], want["inf"])
+    for key in ("mean", "std", "min", "max"):
+        assert abs(got[key] - want[key]) <= 1e-5 * scale, key
+
+
+def test_a_causal_block_masks_and_mixes_only_the_keys_it_can_see(monkeypatch):
+    """The softmax and the mix of a block of rows 0..r cover keys 0..r only (sliding windows: a band)."""
+    widths = []
+    real = attention_module.softmax
+
+    def spy(x, axis=-1):
+        widths.append(x.shape[-1])
+        return real(x, axis)
+
+    monkeypatch.setattr(attention_module, "softmax", spy)
+    monkeypatch.setattr(attention_module, "query_block_rows",
+                        lambda rec, a, shape, itemsize: None if rec.keeps(a + "weights") else 2)
+    m = tracer.load_model(model_dir("llama"))
+    t = m.run(ids=[list(range(3, 13))], keep=("logits",))
+    assert widths[:5] == [2, 4, 6, 8, 10], widths
+    whole = m.run(ids=[list(range(3, 13))], keep=("*",))
+    np.testing.assert_allclose(t["logits"], whole["logits"], atol=1e-5)
+    assert t.step("blocks.0.attn.weights").stats["min"] == 0.0 and t.step("blocks.0.attn.masked_scores").stats["inf"] == 45 * m.spec.n_heads

@@ -131,7 +131,11 @@ def _whole_weights(scores, position_bias, keep, bias, spec: Spec, a: str, rec, s
 
 def _blocked_mix(q, k, v, keep, bias, position_bias, spec: Spec, a: str, rec, score_op: str, rows: int) -> np.ndarray:
     """weights @ v a block of query rows at a time -> z [batch, heads, q, d_head]; the score steps are recorded
-    as statistics merged over the blocks, in the same order and with the same op text as `_whole_weights`."""
+    as statistics merged over the blocks, in the same order and with the same op text as `_whole_weights`.
+
+    The scores are computed for every key (their statistics cover them all); masking, softmax and the mix
+    only over the keys some row of the block attends (causal: half of them on average): the others are
+    -inf in the masked scores and 0 in the weights, added to the statistics as counts."""
     b, h, tq, _ = q.shape
     shape, dtype, cap = (b, h, tq, k.shape[2]), q.dtype, spec.attn_softcap
     raw = rec.blocks(a + "scores.raw", _BHQK, score_op, shape, dtype) if cap is not None else None
@@ -143,19 +147,39 @@ def _blocked_mix(q, k, v, keep, bias, position_bias, spec: Spec, a: str, rec, sc
     z = np.empty((b, h, tq, v.shape[-1]), dtype)  # [batch, heads, q, d_head]
     for r0 in range(0, tq, rows):
         r1 = min(r0 + rows, tq)
-        s = grouped_scores(q[:, :, r0:r1], k, spec.scale)  # [batch, heads, rows, kv]
+        s = grouped_scores(q[:, :, r0:r1], k, spec.scale)  # [batch, heads, rows, kv]: every key (the scores step)
         if position_bias is not None:
             s += _rows(position_bias, r0, r1)
         if cap is not None:
             s = softcap(raw.add(s), cap)
         scored.add(s)
-        shown = s if bias is None else s + _rows(bias, r0, r1)
-        m = masked.add(np.where(_rows(keep, r0, r1), shown, -np.inf).astype(dtype, copy=False))
-        z[:, :, r0:r1] = grouped_mix(weighted.add(softmax(m)), v)
+        keep_rows = _rows(keep, r0, r1)
+        c0, c1 = attended_columns(keep_rows)  # keys outside c0:c1 are blocked for every row of the block
+        skipped = s.size // s.shape[-1] * (s.shape[-1] - (c1 - c0))
+        shown = s[..., c0:c1] if bias is None else s[..., c0:c1] + _cols(_rows(bias, r0, r1), c0, c1)
+        m = masked.add(np.where(_cols(keep_rows, c0, c1), shown, -np.inf).astype(dtype, copy=False))
+        masked.add_constant(-np.inf, skipped)
+        w = weighted.add(softmax(m))  # the skipped keys would get exp(-inf) = 0
+        weighted.add_constant(0.0, skipped)
+        z[:, :, r0:r1] = grouped_mix(w, v[:, :, c0:c1])
     for part in (raw, scored, masked, weighted):
         if part is not None:
             part.close()
     return z
+
+
+def attended_columns(keep_rows: np.ndarray) -> tuple[int, int]:
+    """(c0, c1): the keys some query row of the block attends lie in c0:c1 (causal: c1 is the block's last row
+    + 1; a sliding window also raises c0). A block that attends nothing still keeps one column."""
+    cols = np.flatnonzero(keep_rows.any(axis=tuple(range(keep_rows.ndim - 1))))  # [kv] -> attended key indices
+    if cols.size == 0:
+        return 0, 1
+    return int(cols[0]), int(cols[-1]) + 1
+
+
+def _cols(x: np.ndarray, c0: int, c1: int) -> np.ndarray:
+    """Key columns c0:c1 of an array broadcastable to [batch, heads, q, kv] (a kv axis of 1 broadcasts)."""
+    return x if x.shape[-1] == 1 else x[..., c0:c1]
 
 
 def _rows(x: np.ndarray, r0: int, r1: int) -> np.ndarray:

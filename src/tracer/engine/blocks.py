@@ -8,7 +8,7 @@ statistics exactly (trace.stats.RunningStats). Recorders without `keeps`/`blocks
 
 from __future__ import annotations
 
-BLOCK_BYTES = 32 * 2**20  # one block of scores or logits
+BLOCK_BYTES = 8 * 2**20  # one block of scores or logits: small enough to stay in cache (measured best of 1-32 MiB)
 
 
 def block_rows(rec, names: tuple[str, ...], n_rows: int, row_bytes: int) -> int | None:

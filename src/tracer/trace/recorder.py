@@ -89,6 +89,10 @@ class BlockStats:
             self.running.add(block)
         return block
 
+    def add_constant(self, value: float, count: int) -> None:
+        if self.step is not None:
+            self.running.add_constant(value, count)
+
     def close(self) -> None:
         if self.step is not None:
             self.step.stats = self.running.result()

@@ -111,6 +111,22 @@ class RunningStats:
         self.n = n
         self.lo, self.hi = min(self.lo, s["min"]), max(self.hi, s["max"])
 
+    def add_constant(self, value: float, count: int) -> None:
+        """`count` more entries all equal to `value` (the blocked cells a block skipped: -inf scores, 0 weights)."""
+        if count <= 0:
+            return
+        if math.isnan(value):
+            self.nan += count
+        elif math.isinf(value):
+            self.inf += count
+        else:
+            n = self.n + count
+            delta = value - self.mean
+            self.m2 += delta * delta * self.n * count / n
+            self.mean += delta * count / n
+            self.n = n
+            self.lo, self.hi = min(self.lo, value), max(self.hi, value)
+
     def result(self) -> dict[str, float]:
         if self.n == 0:
             return {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0, "absmax": 0.0, "nan": self.nan, "inf": self.inf}
