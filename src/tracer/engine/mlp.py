@@ -16,7 +16,9 @@ def mlp(x: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
               "x @ W_gate" if spec.mlp == "gated" else affine_op("x", "in", W, p + "mlp."))
     if spec.mlp == "gated":
         up = rec(p + "mlp.up", linear(x, W[p + "mlp.W_up"], W.get(p + "mlp.b_up")), _BTF, "x @ W_up")
-        post = rec(p + "mlp.post", act(pre) * up, _BTF, f"{spec.activation}(pre) * up")
+        post = act(pre)  # a new array: multiplied in place
+        post *= up
+        post = rec(p + "mlp.post", post, _BTF, f"{spec.activation}(pre) * up")
     else:
         post = rec(p + "mlp.post", act(pre), _BTF, f"{spec.activation}(pre)")
     return linear(post, W[p + "mlp.W_out"], W.get(p + "mlp.b_out"))  # [batch, pos, d_model]

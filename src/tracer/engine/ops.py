@@ -64,7 +64,11 @@ def gelu_erf(x: np.ndarray) -> np.ndarray:
 
 
 def silu(x: np.ndarray) -> np.ndarray:
-    return x / (1.0 + np.exp(-x))
+    """x / (1 + exp(-x)), in one temporary (the same operations in the same order)."""
+    y = np.negative(x)
+    np.exp(y, out=y)
+    y += 1.0
+    return np.divide(x, y, out=y)
 
 
 def relu(x: np.ndarray) -> np.ndarray:
