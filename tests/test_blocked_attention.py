@@ -59,7 +59,7 @@ def small_blocks(monkeypatch, request):
     monkeypatch.setattr(attention_module, "query_block_rows", rows)
     real_block_rows = forward_module.block_rows
 
-    def head_rows(rec, names, n_rows, row_bytes):
+    def head_rows(rec, names, n_rows, row_bytes, target=None):
         return None if real_block_rows(rec, names, n_rows, 10**12) is None else request.param
 
     monkeypatch.setattr(forward_module, "block_rows", head_rows)
@@ -165,6 +165,7 @@ def test_the_run_screen_and_json_say_what_was_computed_in_blocks(monkeypatch):
     from tracer.engine import blocks
 
     monkeypatch.setattr(blocks, "BLOCK_BYTES", 64)  # a few rows per block even for the shipped model
+    monkeypatch.setattr(forward_module, "HEAD_BLOCK_BYTES", 64)
     runner = CliRunner()
     r = runner.invoke(app, ["run", "春天来了春天来了", "--keep", "embed.out", "--json"])
     assert r.exit_code == 0, r.output

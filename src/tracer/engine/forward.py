@@ -13,7 +13,7 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.block import BlockMasks, block
-from tracer.engine.blocks import block_rows
+from tracer.engine.blocks import HEAD_BLOCK_BYTES, block_rows
 from tracer.engine.cache import KVCache
 from tracer.engine.embed import embed
 from tracer.engine.heads import mlm_transform, pool, pool_op, unembed, unembed_op
@@ -135,7 +135,7 @@ def record_head(x: np.ndarray, W: dict, spec: Spec, rec, source: str) -> np.ndar
     statistics, and None is returned: a long input's [pos, vocab] tensors never exist."""
     b, n, _ = x.shape
     itemsize = x.dtype.itemsize
-    rows = block_rows(rec, ("logits.raw", "logits", "probs"), n, b * spec.vocab_size * itemsize)
+    rows = block_rows(rec, ("logits.raw", "logits", "probs"), n, b * spec.vocab_size * itemsize, HEAD_BLOCK_BYTES)
     if rows is None:
         logits = record_logits(x, W, spec, rec, source)
         return rec("probs", softmax(logits), _BTV, _PROBS_OP)
