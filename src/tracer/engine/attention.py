@@ -157,8 +157,10 @@ def _blocked_mix(q, k, v, keep, bias, position_bias, spec: Spec, a: str, rec, sc
         c0, c1 = attended_columns(keep_rows)  # keys outside c0:c1 are blocked for every row of the block
         skipped = s.size // s.shape[-1] * (s.shape[-1] - (c1 - c0))
         shown = s[..., c0:c1] if bias is None else s[..., c0:c1] + _cols(_rows(bias, r0, r1), c0, c1)
-        m = masked.add(np.where(_cols(keep_rows, c0, c1), shown, -np.inf).astype(dtype, copy=False))
-        masked.add_constant(-np.inf, skipped)
+        keep_block = np.broadcast_to(_cols(keep_rows, c0, c1), shown.shape)
+        masked.add(shown[keep_block])  # the attended cells; every other one is -inf (counted, not scanned)
+        masked.add_constant(-np.inf, skipped + keep_block.size - int(np.count_nonzero(keep_block)))
+        m = np.where(keep_block, shown, -np.inf).astype(dtype, copy=False)
         w = weighted.add(softmax(m))  # the skipped keys would get exp(-inf) = 0
         weighted.add_constant(0.0, skipped)
         z[:, :, r0:r1] = grouped_mix(w, v[:, :, c0:c1])
