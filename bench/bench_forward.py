@@ -3,6 +3,7 @@
     pip install -e '.[bench]'                  # torch==2.13.0 and transformers, for the reference side
     python bench/bench_forward.py              # builds a GPT-2-small-sized random checkpoint under bench/out/ (not committed)
     python bench/bench_forward.py --arch bert  # a BERT-base-sized random encoder (110M), the same way
+    python bench/bench_forward.py --tokens 2048 --repeat 3   # past 1,024 tokens: a GPT-2 with a 2,048-row position table
 
 Sides: transformers (eager float32, with attentions and hidden states), tracer keeping every step,
 tracer keeping statistics only, and tracer-none, the bare forward pass with no recorder (statistics
@@ -30,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 ARCHS = {"gpt2": "GPT-2-small-sized (124M) random decoder", "bert": "BERT-base-sized (110M) random encoder"}
 
 
-def build_checkpoint(folder: Path, arch: str = "gpt2") -> None:
+def build_checkpoint(folder: Path, arch: str = "gpt2", n_positions: int = 1024) -> None:
     if (folder / "config.json").is_file():
         return
     import torch
@@ -40,7 +41,7 @@ def build_checkpoint(folder: Path, arch: str = "gpt2") -> None:
     if arch == "bert":
         model = tf.BertModel(tf.BertConfig())  # 110M parameters: 12 layers, d_model 768, vocab 30522
     else:
-        model = tf.GPT2LMHeadModel(tf.GPT2Config())  # 124M parameters: 12 layers, d_model 768, vocab 50257
+        model = tf.GPT2LMHeadModel(tf.GPT2Config(n_positions=n_positions))  # 124M: 12 layers, d_model 768, vocab 50257
     model.save_pretrained(folder)
 
 
@@ -107,13 +108,14 @@ def main() -> None:
     ap.add_argument("--side", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.folder is None:
-        args.folder = HERE / "out" / ("bert-base" if args.arch == "bert" else "gpt2-small")
+        gpt2 = "gpt2-small" if args.tokens <= 1024 else "gpt2-small-2048"  # GPT-2's table holds 1,024 positions
+        args.folder = HERE / "out" / ("bert-base" if args.arch == "bert" else gpt2)
     if args.side:
         print(json.dumps(side(args.side, str(args.folder), args.tokens, args.repeat)))
         return
     if not (args.folder / "config.json").is_file():  # in a subprocess, so torch's memory stays out of the figures
         subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(HERE)!r}); "
-                        f"import bench_forward as b; from pathlib import Path; b.build_checkpoint(Path({str(args.folder)!r}), {args.arch!r})"],
+                        f"import bench_forward as b; from pathlib import Path; b.build_checkpoint(Path({str(args.folder)!r}), {args.arch!r}, {max(1024, args.tokens)})"],
                        check=True)
     results = {}
     for kind in ("transformers", "tracer-all", "tracer-stats", "tracer-none"):
