@@ -161,7 +161,7 @@ def check_request(model, width: int, options: GenerateOptions) -> None:
 def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | None = None,
              options: GenerateOptions = GenerateOptions(1)) -> Generation:
     b = model.batch(text, ids, "left", options.special_tokens, allow_long=options.allow_long)
-    spec, W = model.spec, model.weights
+    spec, W = model.spec, _decoding_weights(model.weights)
     width = b.inputs.ids.shape[1]
     check_request(model, width, options)
     n_rows, dtype = b.inputs.ids.shape[0], getattr(W, "dtype", None) or W["embed.W_E"].dtype
@@ -280,6 +280,16 @@ def _recorder(model, n_rows: int, prompt_len: int, b, options: GenerateOptions):
     keep, reduced = generation_keep(model.spec, n_rows, prompt_len, options.max_new_tokens, itemsize, enc_len, options.keep)
     family = model.family
     return Recorder(keep, hf_module=lambda name: hf_module(family, strip_decode(name))), keep, reduced
+
+
+HELD_WEIGHTS_BUDGET = 2 * 1024**3  # bytes of widened weights kept across decoding steps
+
+
+def _decoding_weights(W):
+    """bf16/f16 (or float64-run) weights are widened once for the whole generation when that fits the
+    budget, instead of again at every decoding step; a bigger model keeps widening one tensor at a time."""
+    held = getattr(W, "held", None)
+    return held(HELD_WEIGHTS_BUDGET) if held is not None else W
 
 
 def strip_decode(name: str) -> str:

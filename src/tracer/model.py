@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from collections.abc import Mapping
@@ -325,6 +326,44 @@ class LazyWeights(Mapping):
 
     def __contains__(self, name) -> bool:  # no tensor read (affine_op asks whether a bias exists)
         return name in self._resolved
+
+    def made_bytes(self) -> int:
+        """Bytes of the tensors a read makes anew (widened or cast); float32 views of the map cost nothing."""
+        total = 0
+        for hf_name, _ in self._resolved.values():
+            stored = self.files.storage_dtype(hf_name)
+            if _ST_WIDTHS.get(stored) != self.dtype:
+                total += math.prod(self.files.shape(hf_name)) * self.dtype.itemsize
+        return total
+
+    def held(self, budget: int) -> Mapping:
+        """For many passes over the same weights (decoding a token at a time): a mapping that makes each
+        tensor once and keeps it, when the tensors a read makes fit in `budget` bytes; else this one."""
+        return _Held(self) if self.made_bytes() <= budget else self
+
+
+_ST_WIDTHS = {"F32": np.dtype(np.float32), "F64": np.dtype(np.float64)}
+
+
+class _Held(Mapping):
+    """LazyWeights whose tensors are made on first read and then kept (see LazyWeights.held)."""
+
+    def __init__(self, lazy: LazyWeights):
+        self.lazy, self.dtype, self._made = lazy, lazy.dtype, {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._made:
+            self._made[name] = self.lazy[name]
+        return self._made[name]
+
+    def __iter__(self):
+        return iter(self.lazy)
+
+    def __len__(self) -> int:
+        return len(self.lazy)
+
+    def __contains__(self, name) -> bool:
+        return name in self.lazy
 
 
 def _resolve(files: WeightFiles, names: tuple[str, ...]) -> str:
