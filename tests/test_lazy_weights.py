@@ -49,3 +49,24 @@ def test_lazy_and_eager_runs_agree_exactly():
     b = model.run(ids=[[3, 4, 5, 6]])
     for s in a.steps:
         np.testing.assert_array_equal(s.array, b[s.name], err_msg=s.name)
+
+
+def test_an_embedding_lookup_widens_only_the_rows_it_reads(monkeypatch):
+    import pytest
+
+    for name, dtype in (("llama-bf16", "float32"), ("llama-bf16", "float64"), ("gpt2", "float64"), ("bert", "float32")):
+        model = load_model(model_dir(name), dtype=dtype)
+        W = model.weights
+        ids = np.array([[5, 17, 42, 5], [0, 3, 8, 9]])
+        table = next(n for n in ("embed.W_E", "embed.W_pos", "embed.W_type") if n in W)
+        want = W[table][ids]
+        widened = []
+        real_get = W.files.get
+        monkeypatch.setattr(W.files, "get", lambda n: widened.append(n) or real_get(n))
+        got = W.rows(table, ids)
+        monkeypatch.setattr(W.files, "get", real_get)
+        assert got.dtype == want.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got, want)
+        assert widened == [], "the whole table was made for a lookup"
+    with pytest.raises(IndexError):
+        load_model(model_dir("llama")).weights.rows("embed.W_E", np.array([10**6]))

@@ -23,6 +23,7 @@ from tracer.checkpoint.agreement import check_sizes, check_unused
 from tracer.checkpoint.config import read_config
 from tracer.checkpoint.pooling import read_pooling
 from tracer.checkpoint.tokenizer import Tokenizer
+from tracer.checkpoint.safetensors_file import widen
 from tracer.checkpoint.weights import WeightFiles
 from tracer.engine.forward import ForwardInputs, MaskOverride, forward, layer_masks
 from tracer.errors import TracerError
@@ -327,6 +328,16 @@ class LazyWeights(Mapping):
     def __contains__(self, name) -> bool:  # no tensor read (affine_op asks whether a bias exists)
         return name in self._resolved
 
+    def rows(self, name: str, index: np.ndarray) -> np.ndarray:
+        """W[name][index] without making the whole tensor: an embedding lookup widens only the rows it reads
+        (a 32,000-row bf16 table is not widened whole for 512 tokens)."""
+        hf_name, transform = self._resolved[name]
+        raw = self.files.raw(hf_name)
+        if transform(raw) is not raw:  # a transposed or sliced source: rows of the made tensor
+            return self[name][index]
+        picked = widen(raw[index], self.files.storage_dtype(hf_name))
+        return picked if picked.dtype == self.dtype else picked.astype(self.dtype)
+
     def made_bytes(self) -> int:
         """Bytes of the tensors a read makes anew (widened or cast); float32 views of the map cost nothing."""
         total = 0
@@ -355,6 +366,9 @@ class _Held(Mapping):
         if name not in self._made:
             self._made[name] = self.lazy[name]
         return self._made[name]
+
+    def rows(self, name: str, index: np.ndarray) -> np.ndarray:
+        return self[name][index]
 
     def __iter__(self):
         return iter(self.lazy)

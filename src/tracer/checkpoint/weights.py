@@ -39,6 +39,13 @@ class WeightFiles:
             raise TracerError(f"{self.folder}: weight {name!r} is missing from the safetensors files")
         return f.array(name)
 
+    def raw(self, name: str) -> np.ndarray:
+        """The stored tensor as a read-only view of the file, unwidened (bf16 as uint16 bits)."""
+        f = self._where.get(name)
+        if f is None:
+            raise TracerError(f"{self.folder}: weight {name!r} is missing from the safetensors files")
+        return f.raw(name)
+
     def shape(self, name: str) -> tuple[int, ...]:
         """The stored shape, from the header (no data read)."""
         f = self._where.get(name)
