@@ -55,8 +55,6 @@ def _rss_mb() -> float:
 
 def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
     """Runs in a subprocess: load, warm up, time `repeat` forwards."""
-    import numpy as np
-
     ids = [[(i * 7919) % 30000 for i in range(n_tokens)]]
     if kind == "transformers":
         import torch

@@ -98,6 +98,29 @@ def write_checkpoint(folder: Path, shape: dict, seed: int = 0) -> None:
     (folder / "config.json").write_text(json.dumps(config, indent=1))
 
 
+def warm_page_cache(path: Path) -> float:
+    """Read the file once, so that every side meets it in the page cache (timings are of compute, not disk)."""
+    t0 = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while f.read(64 << 20):
+            pass
+    return time.perf_counter() - t0
+
+
+def sgemm_gflops() -> float:
+    """The machine's float32 matrix-product speed right now (shared hosts vary during a day): best of 3."""
+    a = np.ones((2048, 4096), np.float32)
+    b = np.ones((4096, 14336), np.float32)
+    best = min(_timed(lambda: a @ b) for _ in range(3))
+    return 2 * 2048 * 4096 * 14336 / best / 1e9
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 # ---------- one side, in its own process ----------
 
 
@@ -207,6 +230,8 @@ def main() -> None:
     write_checkpoint(folder, SHAPES[shape_name])
     size = (folder / "model.safetensors").stat().st_size
     print(f"checkpoint {folder} ({size / 1e9:.2f} GB bf16, {SHAPES[shape_name]}); ready in {time.perf_counter() - t0:.0f} s")
+    print(f"page cache warmed in {warm_page_cache(folder / 'model.safetensors'):.1f} s; "
+          f"this machine now: sgemm {sgemm_gflops():.0f} GFLOPS (float32, 2048 x 4096 x 14336)")
     if args.scenario == "1b":
         rows = [run_side("transformers", folder, 512, args.repeat), run_side("tracer-stats", folder, 512, args.repeat)]
         print("512 tokens; transformers: float32 eager with hidden states and attentions; tracer: statistics only")

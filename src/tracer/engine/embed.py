@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.arch.spec import Spec
-from tracer.engine.norms import norm, norm_op
+from tracer.engine.norms import norm
 from tracer.engine.ops import linear
 
 _BTD = ("batch", "pos", "d_model")
