@@ -37,6 +37,10 @@ _BTD = ("batch", "pos", "d_model")
 _BHQK = ("batch", "heads", "q_len", "kv_len")
 _ENC = ("encoder",)
 _S2S = ("encoder-decoder",)
+
+# The op text of masked scores without a mask bias: the engine writes it, and the trace recognises by it
+# that the step is exactly where(mask, scores, -inf) and need not be held (trace.DERIVED).
+MASKED_OP = "blocked -> -inf"
 _NOT_S2S = ("decoder", "encoder")
 _DEC = ("decoder",)
 

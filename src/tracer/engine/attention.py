@@ -12,6 +12,7 @@ from tracer.engine.cache import LayerCache
 from tracer.engine.norms import norm, norm_op
 from tracer.engine.ops import affine_op, linear, softcap, softmax
 from tracer.engine.rope import apply_rotary
+from tracer.steps import MASKED_OP
 
 _BHPD = ("batch", "heads", "pos", "d_head")
 _BKPD = ("batch", "kv_heads", "pos", "d_head")
@@ -194,7 +195,7 @@ _WEIGHTS_OP = "softmax over keys (fully masked rows -> 0)"
 
 
 def _masked_op(bias) -> str:
-    return "blocked -> -inf" if bias is None else "+ mask bias, blocked -> -inf"
+    return MASKED_OP if bias is None else "+ mask bias, " + MASKED_OP
 
 
 def _cached_keys_values(q, source, W, a, src, spec, rope, rec, cache: LayerCache, cross: bool):

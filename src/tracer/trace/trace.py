@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from tracer.checkpoint.jsonload import load_json
+from tracer.steps import MASKED_OP
 from tracer.errors import TracerError
 from tracer.outputs import write_output
 from tracer.trace.schema import check_meta
@@ -86,7 +87,7 @@ Step.array = property(_read_array, _write_array)  # dataclass fields stay as the
 # Steps a trace need not hold because they are exact functions of other kept steps of the same prefix.
 # recipe -> (the op text that identifies the step, the steps it reads, the function)
 DERIVED: dict[str, tuple[str, tuple[str, ...], Callable[..., np.ndarray]]] = {
-    "where(mask, scores, -inf)": ("blocked -> -inf", ("scores", "mask"),
+    "where(mask, scores, -inf)": (MASKED_OP, ("scores", "mask"),
                                   lambda scores, mask: np.where(mask, scores, -np.inf).astype(scores.dtype, copy=False)),
 }
 
