@@ -69,7 +69,7 @@ def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
                 return model(x, output_attentions=True, output_hidden_states=True)
     else:
         import tracer
-        from tracer.allocator import reuse_freed_memory
+        from tracer.model.allocator import reuse_freed_memory
 
         reuse_freed_memory()  # as the tracer command does
         model = tracer.load_model(folder)

@@ -175,7 +175,7 @@ def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
                 return float(out.logits[0, -1].max())
         else:
             import tracer
-            from tracer.allocator import reuse_freed_memory
+            from tracer.model.allocator import reuse_freed_memory
 
             reuse_freed_memory()  # as the tracer command does
             model = tracer.load_model(folder)

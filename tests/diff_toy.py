@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracer.arch.hf_names import hf_module
+from tracer.names.hf import hf_module
 from tracer.steps import describe
 from tracer.trace import Recorder, Trace
 

@@ -162,7 +162,7 @@ def test_the_run_screen_and_json_say_what_was_computed_in_blocks(monkeypatch):
     from typer.testing import CliRunner
 
     from tracer.cli.main import app
-    from tracer.engine import blocks
+    from tracer.engine import row_blocks as blocks
 
     monkeypatch.setattr(blocks, "BLOCK_BYTES", 64)  # a few rows per block even for the shipped model
     monkeypatch.setattr(forward_module, "HEAD_BLOCK_BYTES", 64)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracer.arch import hf_names
+from tracer.names import hf as hf_names
 from tracer.errors import TracerError
 from tracer.steps import describe
 
@@ -71,7 +71,7 @@ def _forward(folder: Path, ids, mask=None):
     """(model, step arrays from hooks, step arrays from transformers' outputs) of one float32 forward."""
     import torch
     from tracer.capture.hf import opt_positions, run_forward
-    from tracer.masks.build import positions_from_mask
+    from tracer.engine.masks import positions_from_mask
 
     model, family = _model(folder)
     ids = np.asarray(ids, dtype=np.int64)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import ENCODERS, ROOT, SEQ2SEQ
-from tracer.arch import hf_names
+from tracer.names import hf as hf_names
 from tracer.errors import TracerError
 
 pytestmark = pytest.mark.live

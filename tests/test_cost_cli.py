@@ -142,7 +142,7 @@ def test_run_cost_screen_marks_the_slow_steps():
 def test_run_cost_on_a_route_not_counted_still_times_the_steps():
     from dataclasses import replace
 
-    from tracer.model import load_model
+    from tracer.model.model import load_model
     from tracer.report.cost import measured_cost
 
     m = load_model(model_dir("gpt2"))

@@ -20,7 +20,7 @@ from tracer.cost.counts import Pass, kept_pairs
 from tracer.cost.routes import pass_costs
 from tracer.cost.params import non_embedding_parameters, parameter_groups
 from tracer.cost.summary import crossovers, kv_cache_bytes, passes_at, rule_2n
-from tracer.masks.build import causal_keep, window_keep
+from tracer.engine.masks import causal_keep, window_keep
 
 
 def tiny(**over) -> Spec:
@@ -153,7 +153,7 @@ LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 
 @pytest.mark.parametrize("name", FAMILIES + ("qwen3_moe-dense", "phi-qk"))
 def test_counted_steps_are_the_engines_steps_with_its_shapes(name):
     """Every counted step is one the engine records, and writes exactly the bytes of the recorded array."""
-    from tracer.model import load_model
+    from tracer.model.model import load_model
 
     m = load_model(model_dir(name))
     trace = m.run(ids=[[5, 17, 42, 7, 9], [3, 4, 5, 6, 8]])

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from tracer import load_model
 from tracer.cli.main import app
-from tracer.default_model import default_model_path
+from tracer.cli.default_model import default_model_path
 
 
 def _top(trace, k=1):

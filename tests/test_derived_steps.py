@@ -59,7 +59,7 @@ def test_a_loaded_derived_step_without_its_inputs_is_statistics_only(tmp_path):
 @pytest.mark.parametrize("length", [512, 1024, 2048, 4096])
 def test_the_memory_policy_counts_masked_scores_as_free_only_while_derivable(length):
     from tracer.arch.spec import Spec
-    from tracer.keep_policy import DEFAULT_BUDGET, auto_keep, step_sizes
+    from tracer.model.keep import DEFAULT_BUDGET, auto_keep, step_sizes
 
     spec = Spec(family="gpt2", d_model=768, n_layers=12, n_heads=12, n_kv_heads=12, d_head=64, d_ff=3072,
                 vocab_size=50257, max_positions=4096, norm="layernorm", norm_eps=1e-5, positions="learned")
@@ -77,7 +77,7 @@ def test_the_memory_policy_counts_masked_scores_as_free_only_while_derivable(len
 def test_the_memory_policy_sizes_exactly_the_steps_the_model_records(name):
     """keep_policy.produced must know every model: a step it counts but the model never records makes the
     default policy drop tensors that would have fit; one it misses lets a long input pass the budget."""
-    from tracer.keep_policy import step_sizes
+    from tracer.model.keep import step_sizes
 
     m = tracer.load_model(model_dir(name))
     kw = dict(decoder_ids=[0, 5]) if m.route == "encoder-decoder" else {}

@@ -8,7 +8,7 @@ import pytest
 from tracer.arch.spec import RopeSpec
 from tracer.engine import ops
 from tracer.engine.rope import apply_rotary, cos_sin, inverse_frequencies
-from tracer.masks.build import build_keep, causal_keep, window_keep
+from tracer.engine.masks import build_keep, causal_keep, window_keep
 
 RNG = np.random.default_rng(0)
 

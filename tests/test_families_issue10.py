@@ -8,7 +8,7 @@ from tracer import load_model
 from tracer.arch.spec import RopeSpec
 from tracer.engine.ops import softcap
 from tracer.engine.rope import inverse_frequencies, yarn_correction_range
-from tracer.keep_policy import step_sizes
+from tracer.model.keep import step_sizes
 from tracer.report.card import model_card
 
 
@@ -230,7 +230,7 @@ def test_html_page_has_a_routing_section_for_moe(tmp_path):
 @pytest.mark.parametrize("name", ["gemma2", "opt-350m"])
 def test_logit_lens_last_layer_is_the_models_output(name):
     """The lens applies what the head does after the final norm: gemma2's capping, opt-350m's project_out."""
-    from tracer.lens import logit_lens
+    from tracer.report.lens import logit_lens
 
     model = load_model(model_dir(name))
     t = model.run(ids=[[5, 17, 42, 60]])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from test_capture_live import _forward, _model, _prompt_ids, build_fixtures
-from tracer.arch import hf_names
+from tracer.names import hf as hf_names
 from tracer.steps import describe
 
 pytestmark = pytest.mark.live

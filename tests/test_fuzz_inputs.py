@@ -11,7 +11,7 @@ from fuzz_strategies import assert_cli_contract, bounded, json_values, only_trac
 from hostile import cli
 from tracer.cli.common import parse_int_list
 from tracer.masks.conventions import CONVENTIONS, canonical_mask
-from tracer.model import load_model
+from tracer.model.model import load_model
 
 pytestmark = pytest.mark.fuzz
 

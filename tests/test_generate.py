@@ -10,12 +10,12 @@ import pytest
 
 from conftest import FAMILIES, FAMILY_VARIANTS, ROOT, SEQ2SEQ, model_dir
 from tracer import load_model
-from tracer.default_model import default_model_path
+from tracer.cli.default_model import default_model_path
 from tracer.engine.decode import forward_cached, new_cache
 from tracer.engine.forward import forward
-from tracer.generate import CHECK_TOL, GenerateOptions, eos_ids, generate
-from tracer.generate_keep import generation_keep
-from tracer.sampling import Sampling, sampling_probs
+from tracer.model.generate import CHECK_TOL, GenerateOptions, eos_ids, generate
+from tracer.model.keep import generation_keep
+from tracer.model.sampling import Sampling, sampling_probs
 from tracer.steps import describe
 from tracer.trace import Recorder
 from tracer.trace.recorder import NullRecorder

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import FAMILIES, FAMILY_VARIANTS, SEQ2SEQ, model_dir
 from tracer import load_model
-from tracer.generate import GenerateOptions, generate
+from tracer.model.generate import GenerateOptions, generate
 
 pytestmark = pytest.mark.live
 torch = pytest.importorskip("torch")

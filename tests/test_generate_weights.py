@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from conftest import model_dir
-from tracer import generate as generate_module
+from tracer.model import generate as generate_module
 from tracer import load_model
-from tracer.generate import GenerateOptions, generate
+from tracer.model.generate import GenerateOptions, generate
 
 
 def _count_reads(monkeypatch, model) -> Counter:

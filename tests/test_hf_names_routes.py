@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tracer.arch import hf_names
+from tracer.names import hf as hf_names
 from tracer.capture.hf_routes import read_pooling, step_axes
 from tracer.errors import TracerError
 

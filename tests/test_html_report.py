@@ -13,9 +13,9 @@ from conftest import model_dir
 from html_tree import parse
 from tracer.api import load_model
 from tracer.cli.main import app
-from tracer.default_model import default_model_path
+from tracer.cli.default_model import default_model_path
 from tracer.html import diff_page, run_page
-from tracer.html.collect import MAX_SIDE, add_page_data, shown_positions
+from tracer.report.collect import MAX_SIDE, add_page_data, shown_positions
 from tracer.report import RunOptions, build_report
 from tracer.report.options import DEFAULT_SECTIONS
 
@@ -231,7 +231,7 @@ def test_diff_page_direct_from_json_escapes_step_names():
 
 
 def test_deep_models_keep_the_page_within_the_cell_budget():
-    from tracer.html.collect import MAX_CELLS, chosen_layers, side_for
+    from tracer.report.collect import MAX_CELLS, chosen_layers, side_for
 
     assert chosen_layers(3, 4 * 16, 2) == [0, 1, 2]
     side = side_for(32)

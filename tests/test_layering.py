@@ -3,10 +3,10 @@
 import subprocess
 import sys
 
-CORE = ["tracer.api", "tracer.model", "tracer.engine.forward", "tracer.trace", "tracer.masks.conventions",
-        "tracer.masks.row", "tracer.diff.compare", "tracer.diff.weights", "tracer.lens", "tracer.report",
+CORE = ["tracer.api", "tracer.model.model", "tracer.engine.forward", "tracer.trace", "tracer.masks.conventions",
+        "tracer.masks.row", "tracer.diff.compare", "tracer.diff.weights", "tracer.report.lens", "tracer.report",
         "tracer.report.cost", "tracer.cost.summary", "tracer.cost.moe",
-        "tracer.engine.decode", "tracer.generate", "tracer.diff.generation"]
+        "tracer.engine.decode", "tracer.model.generate", "tracer.diff.generation"]
 
 
 def test_core_layers_import_no_ui_or_torch():
@@ -21,3 +21,77 @@ def test_core_layers_import_no_ui_or_torch():
 def test_the_command_line_does_not_import_torch():
     code = "import sys, tracer.cli.main; print(any(m.startswith(('torch', 'transformers')) for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+# The rooms, lowest first (DESIGN.md "The rooms"). A room imports only rooms on lower lines, or itself;
+# rooms on one line do not import each other. Top-level modules count as rooms of their own name.
+FLOORS = [
+    ["errors"],
+    ["steps", "outputs"],
+    ["checkpoint"],
+    ["arch"],
+    ["trace"],
+    ["names"],
+    ["engine"],
+    ["model"],
+    ["api", "masks", "cost"],
+    ["diff", "capture", "dump"],
+    ["report"],
+    ["render", "html"],
+    ["cli"],
+]
+
+
+def _room_of(path) -> str:
+    import pathlib
+
+    rel = pathlib.Path(path).relative_to(_SRC)
+    return rel.parts[0].removesuffix(".py")
+
+
+def _imports(path) -> set[str]:
+    import ast
+
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            mods = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "tracer" else [])
+        elif isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        else:
+            continue
+        for m in mods:
+            parts = m.split(".")
+            if parts[0] == "tracer" and len(parts) > 1 and parts[1] != "__version__":
+                found.add(parts[1])
+    return found
+
+
+import pathlib as _pathlib  # noqa: E402
+
+_SRC = _pathlib.Path(__file__).resolve().parents[1] / "src" / "tracer"
+
+
+def test_rooms_import_only_lower_floors():
+    floor = {room: i for i, line in enumerate(FLOORS) for room in line}
+    wrong = []
+    for path in sorted(_SRC.rglob("*.py")):
+        room = _room_of(path)
+        if room in ("__init__", "__main__", "_data"):
+            continue
+        assert room in floor, f"{path}: room {room!r} is on no floor of FLOORS (add it there and to DESIGN.md)"
+        for target in _imports(path):
+            if target == room:
+                continue
+            assert target in floor, f"{path} imports tracer.{target}, which is on no floor"
+            if floor[target] >= floor[room]:
+                wrong.append(f"{path.relative_to(_SRC)} ({room}, floor {floor[room]}) imports tracer.{target} "
+                             f"(floor {floor[target]})")
+    assert not wrong, "imports that point up or sideways:\n" + "\n".join(wrong)
+
+
+def test_the_floor_check_sees_an_upward_import(tmp_path):
+    bad = tmp_path / "mod.py"
+    bad.write_text("def f():\n    from tracer.cli.main import main\n    import tracer.render.theme\n")
+    assert _imports(bad) == {"cli", "render"}

@@ -7,12 +7,12 @@ import numpy as np
 
 from conftest import model_dir
 from tracer import load_model
-from tracer.model import LazyWeights
+from tracer.checkpoint.weights import LazyWeights
 
 
 def test_bf16_model_loads_without_widening_and_reads_float32():
     from tracer.arch.registry import adapter_for
-    from tracer.model import load_weights
+    from tracer.model.model import load_weights
 
     model = load_model(model_dir("llama-bf16"))
     adapter = adapter_for(model.config)

@@ -17,8 +17,8 @@ from html_tree import parse
 from long_prompts import DEFAULT, long_model, prompt_for
 from tracer.cli.main import app
 from tracer.errors import TracerError
-from tracer.generate import GenerateOptions, generate
-from tracer.long_inputs import LONG_CODE
+from tracer.model.generate import GenerateOptions, generate
+from tracer.model.inputs import LONG_CODE
 
 runner = CliRunner()
 LIMIT = 128  # the shipped model's max_position_embeddings

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tracer.arch.spec import PoolingSpec
-from tracer.checkpoint.pooling import read_pooling
+from tracer.arch.pooling import read_pooling
 from tracer.engine.heads import pool
 from tracer.errors import TracerError
 

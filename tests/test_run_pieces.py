@@ -7,8 +7,8 @@ import pytest
 
 import tracer
 from conftest import model_dir
-from tracer.lens import lens_logits, logit_lens, rank_of
-from tracer.report.tokens import is_partial, shown_piece, split_utf8, visible_text
+from tracer.report.lens import lens_logits, logit_lens, rank_of
+from tracer.checkpoint.pieces import is_partial, shown_piece, split_utf8, visible_text
 
 
 def hexof(text: str) -> str:

@@ -127,7 +127,7 @@ def test_save_and_export_html_are_confirmed_on_stderr(tmp_path):
 
 def test_trace_repr_is_short_and_says_what_it_holds():
     import tracer
-    from tracer.default_model import default_model_path
+    from tracer.cli.default_model import default_model_path
 
     t = tracer.load_model(default_model_path()).run("春天来")
     text = repr(t)

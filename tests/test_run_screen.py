@@ -79,7 +79,7 @@ def test_padded_batch_can_show_any_row():
 
 
 def test_shipped_model_default_screen_fits_about_two_screens():
-    from tracer.default_model import default_model_path
+    from tracer.cli.default_model import default_model_path
     from tracer.errors import TracerError
 
     try:

@@ -72,7 +72,7 @@ def test_failed_save_leaves_no_file(tmp_path):
 
 def test_long_inputs_keep_memory_bounded_by_default():
     from tracer.arch.spec import Spec
-    from tracer.keep_policy import DEFAULT_BUDGET, auto_keep, step_sizes
+    from tracer.model.keep import DEFAULT_BUDGET, auto_keep, step_sizes
 
     spec = Spec(family="gpt2", d_model=768, n_layers=12, n_heads=12, n_kv_heads=12, d_head=64, d_ff=3072,
                 vocab_size=50257, max_positions=4096, norm="layernorm", norm_eps=1e-5, positions="learned")

@@ -8,7 +8,7 @@
 """
 
 from tracer.engine.forward import MaskOverride
-from tracer.model import Model, load_model
+from tracer.model.model import Model, load_model
 from tracer.trace import Trace
 
 __all__ = ["MaskOverride", "Model", "Trace", "load_model"]

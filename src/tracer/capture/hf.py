@@ -1,7 +1,7 @@
 """Reference activations from transformers' eager forward pass, under tracer's step names and layouts.
 
 One forward pass is watched two ways: forward hooks on the modules named in
-`tracer.arch.hf_names`, and transformers' own outputs (`hidden_states`,
+`tracer.names.hf`, and transformers' own outputs (`hidden_states`,
 `attentions`, `logits`). The trace takes the outputs where they exist and the
 hooks elsewhere; `run_forward` returns both so a test can check they agree.
 Encoder-only and encoder-decoder families (inputs, outputs, `pooled`) are in
@@ -19,13 +19,13 @@ from typing import Sequence
 
 import numpy as np
 
-from tracer.arch.hf_names import (CONDITIONS, FUSED_QKV, HEADS_FIRST, HF_NAMES, LAYER_CONDITIONS, _template_of, hf_module,
+from tracer.names.hf import (CONDITIONS, FUSED_QKV, HEADS_FIRST, HF_NAMES, LAYER_CONDITIONS, _template_of, hf_module,
                                   hf_source)
 from tracer.capture import hf_routes
 from tracer.capture.float64 import default_dtype, float32_as_float64, needs_float64_default, recompute_rotary_in_float64
 from tracer.capture.meta import describe_tokens, file_sha256
 from tracer.errors import TracerError
-from tracer.masks.build import positions_from_mask
+from tracer.engine.masks import positions_from_mask
 from tracer.trace import Recorder, Trace
 
 FAMILIES = tuple(HF_NAMES)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tracer.arch.hf_names import ENCODER_DECODER, ENCODER_ONLY
+from tracer.names.hf import ENCODER_DECODER, ENCODER_ONLY
 from tracer.errors import TracerError
 from tracer.steps import describe
 

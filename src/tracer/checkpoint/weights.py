@@ -1,14 +1,16 @@
-"""The weight files of a checkpoint folder: one safetensors file or a sharded set."""
+"""The weight files of a checkpoint folder (one safetensors file or a sharded set), and LazyWeights: the
+canonical tensors made from them when a step reads one."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from tracer.checkpoint.jsonload import load_json
-from tracer.checkpoint.safetensors_file import SafetensorsFile, check_regular_file
+from tracer.checkpoint.safetensors_file import SafetensorsFile, check_regular_file, widen
 from tracer.errors import TracerError
 
 _MAX_INDEX = 64 * 1024 * 1024
@@ -125,3 +127,80 @@ def _check_index(index: Path, weight_map: dict, files: list[SafetensorsFile]) ->
     for name, shard in weight_map.items():
         if name not in by_name[shard]:
             raise TracerError(f"{index}: says {name!r} is in {shard}, but that shard does not hold it")
+
+
+class LazyWeights(Mapping):
+    """The model's weights, made on each read from the memory-mapped files and dropped by the reader.
+
+    float32 files in a float32 run are views of the map (no copy, as before). bfloat16/float16 files, or a
+    float64 run, are widened when a step reads the tensor, so a forward pass holds the weights of the step
+    it is computing, not a widened copy of the whole model: memory stays near the mapped file plus one
+    block's widened weights plus activations."""
+
+    def __init__(self, files: WeightFiles, resolved: dict[str, tuple[str, object]], dtype):
+        self.files, self._resolved, self.dtype = files, resolved, np.dtype(dtype)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        hf_name, transform = self._resolved[name]
+        arr = transform(self.files.get(hf_name))
+        return arr if arr.dtype == self.dtype else arr.astype(self.dtype)
+
+    def __iter__(self):
+        return iter(self._resolved)
+
+    def __len__(self) -> int:
+        return len(self._resolved)
+
+    def __contains__(self, name) -> bool:  # no tensor read (affine_op asks whether a bias exists)
+        return name in self._resolved
+
+    def rows(self, name: str, index: np.ndarray) -> np.ndarray:
+        """W[name][index] without making the whole tensor: an embedding lookup widens only the rows it reads
+        (a 32,000-row bf16 table is not widened whole for 512 tokens)."""
+        hf_name, transform = self._resolved[name]
+        raw = self.files.raw(hf_name)
+        if transform(raw) is not raw:  # a transposed or sliced source: rows of the made tensor
+            return self[name][index]
+        picked = widen(raw[index], self.files.storage_dtype(hf_name))
+        return picked if picked.dtype == self.dtype else picked.astype(self.dtype)
+
+    def made_bytes(self) -> int:
+        """Bytes of the tensors a read makes anew (widened or cast); float32 views of the map cost nothing."""
+        total = 0
+        for hf_name, _ in self._resolved.values():
+            stored = self.files.storage_dtype(hf_name)
+            if _ST_WIDTHS.get(stored) != self.dtype:
+                total += math.prod(self.files.shape(hf_name)) * self.dtype.itemsize
+        return total
+
+    def held(self, budget: int) -> Mapping:
+        """For many passes over the same weights (decoding a token at a time): a mapping that makes each
+        tensor once and keeps it, when the tensors a read makes fit in `budget` bytes; else this one."""
+        return _Held(self) if self.made_bytes() <= budget else self
+
+
+_ST_WIDTHS = {"F32": np.dtype(np.float32), "F64": np.dtype(np.float64)}
+
+
+class _Held(Mapping):
+    """LazyWeights whose tensors are made on first read and then kept (see LazyWeights.held)."""
+
+    def __init__(self, lazy: LazyWeights):
+        self.lazy, self.dtype, self._made = lazy, lazy.dtype, {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._made:
+            self._made[name] = self.lazy[name]
+        return self._made[name]
+
+    def rows(self, name: str, index: np.ndarray) -> np.ndarray:
+        return self[name][index]
+
+    def __iter__(self):
+        return iter(self.lazy)
+
+    def __len__(self) -> int:
+        return len(self.lazy)
+
+    def __contains__(self, name) -> bool:
+        return name in self.lazy

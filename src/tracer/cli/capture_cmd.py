@@ -95,7 +95,7 @@ def capture(
 
 def batch_inputs(model_dir: Path, prompts, id_rows, pad_side: str, special_tokens: bool):
     """The same padded ids, mask and positions tracer's own run would use, with only the tokenizer loaded."""
-    from tracer.batch import pad_rows, rows_from_ids, rows_from_text
+    from tracer.model.inputs import pad_rows, rows_from_ids, rows_from_text
     from tracer.checkpoint.tokenizer import Tokenizer
 
     tok_path = model_dir / "tokenizer.json"
@@ -113,11 +113,11 @@ def batch_inputs(model_dir: Path, prompts, id_rows, pad_side: str, special_token
 
 def length_warnings(model_dir: Path, width: int, decoder_len: int, allow_long: bool, text: bool,
                     n_rows: int) -> list[dict]:
-    """tracer run's length rule (see tracer.long_inputs), before transformers runs: a learned position table
+    """tracer run's length rule (see tracer.model.inputs), before transformers runs: a learned position table
     ends at its last row; rotary and relative positions go further with --allow-long and a warning."""
     from tracer.arch.registry import adapter_for
     from tracer.checkpoint.config import read_config
-    from tracer.long_inputs import check_positions, input_words, stack_limit
+    from tracer.model.inputs import check_positions, input_words, stack_limit
 
     what = input_words(text, n_rows)
     cfg, _ = read_config(model_dir)

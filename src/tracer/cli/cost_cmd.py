@@ -38,7 +38,7 @@ def cost(
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON for programs."),
 ):
     from tracer.cost.summary import DTYPE_BYTES, cost_report
-    from tracer.default_model import default_model_path
+    from tracer.cli.default_model import default_model_path
 
     lengths = parse_int_list(tokens, "--tokens")
     bad = [n for n in lengths if n < 1]

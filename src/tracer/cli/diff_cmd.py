@@ -220,7 +220,7 @@ def add_folder_extras(report, sides: Sides, a: Path, b: Path) -> None:
 
 def shown_piece_of(tokenizer):
     """id -> the piece as `tracer run` shows it: decoded bytes (游, not the byte-level 'æ¸¸'), ␣ for a space."""
-    from tracer.report.tokens import shown_piece
+    from tracer.checkpoint.pieces import shown_piece
 
     def piece(token_id: int) -> str:
         d = tokenizer.describe_id(int(token_id))

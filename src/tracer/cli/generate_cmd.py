@@ -66,9 +66,9 @@ def generate(
     allow_long: bool = typer.Option(False, "--allow-long", help="Let a rotary or relative-position model run past max_position_embeddings (prompt + new tokens), where it was not trained; a warning names the step that crossed it. Learned position tables are refused all the same."),
 ):
     from tracer.api import load_model
-    from tracer.default_model import default_model_path
-    from tracer.generate import GenerateOptions, generate as run_generation
-    from tracer.sampling import sampling_from_flags
+    from tracer.cli.default_model import default_model_path
+    from tracer.model.generate import GenerateOptions, generate as run_generation
+    from tracer.model.sampling import sampling_from_flags
 
     if prompts and ids:
         raise TracerError("give prompt text or --ids, not both")

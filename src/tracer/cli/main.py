@@ -57,7 +57,7 @@ _register_commands()
 
 
 def main() -> None:
-    from tracer.allocator import reuse_freed_memory
+    from tracer.model.allocator import reuse_freed_memory
 
     reuse_freed_memory()
     app()

@@ -78,7 +78,7 @@ def report(
 def resolve_model(trace, folder: Path | None):
     """The model the trace was made with: --model (checked by config hash), else the shipped one if it matches."""
     from tracer.api import load_model
-    from tracer.default_model import default_model_path
+    from tracer.cli.default_model import default_model_path
 
     want = trace.meta.get("model", {}).get("config_sha256")
     if folder is not None:

@@ -11,7 +11,7 @@ import typer
 
 from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
 from tracer.errors import TracerError
-from tracer.keep_policy import blocked_note
+from tracer.model.keep import blocked_note
 
 
 def register(app: typer.Typer) -> None:
@@ -108,7 +108,7 @@ def run(
 ):
     from tracer.api import load_model
     from tracer.cli.prompts import batch_line, check_prompts
-    from tracer.default_model import default_model_path
+    from tracer.cli.default_model import default_model_path
     from tracer.report import RunOptions, build_report, json_view
     from tracer.report.options import resolve_sections
 
@@ -188,7 +188,7 @@ def write_run_outputs(save: Path | None, export_html: Path | None, trace, report
 
 def run_page_text(report: dict, trace, model, vocab, target_id: int | None = None) -> str:
     from tracer.html import run_page
-    from tracer.html.collect import add_page_data
+    from tracer.report.collect import add_page_data
 
     return run_page(add_page_data(dict(report), trace, model, vocab, target_id))
 
@@ -335,7 +335,7 @@ def resolve_target(target: str | None, tokenizer) -> tuple[int | None, str | Non
         raise TracerError(f"--target {target!r} gives no tokens")
     if len(toks) == 1:
         return toks[0].id, None
-    from tracer.report.tokens import shown_piece
+    from tracer.checkpoint.pieces import shown_piece
 
     pieces = " ".join(shown_piece(t.piece, t.bytes.hex(" "), t.special) for t in toks)
     return toks[0].id, f"{target!r} is {len(toks)} tokens ({pieces}); the rank shown is for the first, which comes next."

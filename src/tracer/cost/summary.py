@@ -15,7 +15,7 @@ from tracer.arch.spec import Spec
 from tracer.cost.counts import ELEMENTWISE, Pass, StepCost
 from tracer.cost.params import non_embedding_parameters, parameter_groups
 from tracer.cost.routes import pass_costs, route_of
-from tracer.long_inputs import stack_limit
+from tracer.model.inputs import stack_limit
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
 SEARCH_LIMIT = 1 << 40  # positions; beyond this a crossover is reported as never
@@ -125,7 +125,7 @@ def crossovers(spec: Spec) -> dict:
 
 
 def max_positions(spec: Spec) -> int | None:
-    """The longest input tracer runs without --allow-long (a dynamic rope has none; see tracer.long_inputs)."""
+    """The longest input tracer runs without --allow-long (a dynamic rope has none; see tracer.model.inputs)."""
     return stack_limit(spec, {}, None).n
 
 

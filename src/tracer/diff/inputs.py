@@ -50,7 +50,7 @@ def shared_prefix(a: list[list[int]], b: list[list[int]]) -> int:
 
 def describe_input(trace: Trace, ids: list[list[int]]) -> str:
     """`'春天来' (4 tokens: <s> 春 天 来)`, from the trace's own prompts and token table when it has them."""
-    from tracer.report.tokens import shown_piece
+    from tracer.checkpoint.pieces import shown_piece
 
     prompts = trace.meta.get("prompts") or []
     tokens = trace.meta.get("tokens") or []

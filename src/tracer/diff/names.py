@@ -125,8 +125,8 @@ def resolver_for(map_name: str, reference: Trace, their_names: list[str] = ()) -
 
 
 def hf_resolver(reference: Trace) -> Resolver:
-    """Module-path keys -> the reference's steps, through tracer.arch.hf_names and the trace's hf_module column."""
-    from tracer.arch.hf_names import FUSED_QKV, hf_source
+    """Module-path keys -> the reference's steps, through tracer.names.hf and the trace's hf_module column."""
+    from tracer.names.hf import FUSED_QKV, hf_source
 
     family = (reference.meta.get("model") or {}).get("family")
     shapes = {s.name: s.shape for s in reference.steps}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.arch.spec import Spec
-from tracer.engine.blocks import block_rows
+from tracer.engine.row_blocks import block_rows
 from tracer.engine.cache import LayerCache
 from tracer.engine.norms import norm, norm_op
 from tracer.engine.ops import affine_op, linear, softcap, softmax

@@ -20,7 +20,7 @@ from tracer.arch.spec import Spec
 from tracer.engine.cache import KVCache, empty_cache
 from tracer.engine.forward import ForwardInputs, layer_masks, record_inputs, record_logits, run_stack
 from tracer.engine.ops import softmax
-from tracer.masks.build import MaskParts, build_keep
+from tracer.engine.masks import MaskParts, build_keep
 
 __all__ = ["new_cache", "cached_masks", "forward_cached"]
 

@@ -12,7 +12,7 @@ _BTD = ("batch", "pos", "d_model")
 
 
 def lookup(W, name: str, index: np.ndarray) -> np.ndarray:
-    """W[name][index]: rows of a table; a lazy mapping reads only those rows (see model.LazyWeights.rows)."""
+    """W[name][index]: rows of a table; a lazy mapping reads only those rows (see checkpoint.weights.LazyWeights.rows)."""
     rows = getattr(W, "rows", None)
     return rows(name, index) if rows is not None else W[name][index]
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.block import BlockMasks, block
-from tracer.engine.blocks import HEAD_BLOCK_BYTES, block_rows
+from tracer.engine.row_blocks import HEAD_BLOCK_BYTES, block_rows
 from tracer.engine.cache import KVCache
 from tracer.engine.embed import embed
 from tracer.engine.heads import mlm_transform, pool, pool_op, unembed, unembed_op
@@ -21,7 +21,7 @@ from tracer.engine.norms import norm, norm_op
 from tracer.engine.ops import linear, softcap, softmax
 from tracer.engine.relative_bias import position_bias
 from tracer.engine.rope import rope_tables
-from tracer.masks.build import MaskParts, build_keep, padding_keep
+from tracer.engine.masks import MaskParts, build_keep, padding_keep
 
 __all__ = ["ForwardInputs", "MaskOverride", "forward", "layer_masks", "norm", "unembed"]
 

@@ -5,7 +5,7 @@ An encoder-decoder model has two: the chosen stack's self-attention mask and the
 
 from __future__ import annotations
 
-from tracer.html.collect import focus_position, shown_positions
+from tracer.report.collect import focus_position, shown_positions
 from tracer.html.common import esc, fmt
 from tracer.html.heatmap import heatmap_svg
 

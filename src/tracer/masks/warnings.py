@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from tracer.masks.build import positions_from_mask
+from tracer.engine.masks import positions_from_mask
 from tracer.masks.options import MaskOptions
 from tracer.masks.result import MaskResult, MaskWarning
 

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from tracer.render.theme import DIM, PARTIAL, SPECIAL, heading, piece_text
 from tracer.render.window import window
-from tracer.report.tokens import SPACE, visible_text
+from tracer.checkpoint.pieces import SPACE, visible_text
 
 MAX_ROWS = 20  # up to this many tokens the table shows them all
 WINDOW_ROWS = 9  # longer inputs: the first token and a window around the focus (--position)

@@ -8,7 +8,7 @@ import numpy as np
 
 from tracer.engine.ops import softmax
 from tracer.errors import TracerError
-from tracer.report.tokens import shown_piece
+from tracer.checkpoint.pieces import shown_piece
 
 
 def resolve_position(position: int | None, token_rows: list[dict]) -> int:
@@ -92,7 +92,7 @@ def top_k_report(trace, row: int, position: int, k: int, vocab, target_id: int |
 
 def lens_report(trace, model, row: int, position: int, final_top: int, vocab) -> dict:
     """The logit lens rows for the screen and JSON; needs the model's weights (final norm and head)."""
-    from tracer.lens import logit_lens, lens_rows
+    from tracer.report.lens import logit_lens, lens_rows
 
     out = {"batch_row": row, "position": position, "final_top": vocab_entry(final_top, vocab), "layers": []}
     if model is None:

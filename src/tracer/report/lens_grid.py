@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.engine.ops import softmax
-from tracer.lens import lens_logits, rank_of, residual_steps
+from tracer.report.lens import lens_logits, rank_of, residual_steps
 from tracer.report.distribution import distribution_at, vocab_entry
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracer.masks.build import build_keep, positions_by_rule
+from tracer.engine.masks import build_keep, positions_by_rule
 
 BUCKET_ROWS = 12  # distances shown in the T5 bucket table
 

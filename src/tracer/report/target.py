@@ -9,7 +9,7 @@ flipped) ranks better, the screen says so and shows how to ask for it.
 from __future__ import annotations
 
 from tracer.report.distribution import distribution_at
-from tracer.report.tokens import shown_piece
+from tracer.checkpoint.pieces import shown_piece
 
 
 def spelling_variants(text: str) -> list[str]:
@@ -77,7 +77,7 @@ def variant_hint(v: dict) -> str:
 
 def track_target(lens: dict, trace, model, row: int, position: int, target: dict) -> None:
     """Add the target's probability and rank after every layer to the logit lens rows."""
-    from tracer.lens import logit_lens, rank_of
+    from tracer.report.lens import logit_lens, rank_of
 
     tid = target["id"]
     lens["target"] = {k: target[k] for k in ("id", "token", "special")}

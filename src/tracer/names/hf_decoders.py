@@ -8,7 +8,7 @@ OPT-350m projects its embeddings in and out. Imported by hf_names, whose tables 
 
 from __future__ import annotations
 
-from tracer.arch.hf_names import CONDITIONS, HEADS_FIRST, HF_NAMES, LAYER_CONDITIONS, Source, _llama_like
+from tracer.names.hf import CONDITIONS, HEADS_FIRST, HF_NAMES, LAYER_CONDITIONS, Source, _llama_like
 from tracer.arch.qwen3_moe import sparse_layers
 
 def _with_qk_norm(names: dict[str, Source]) -> dict[str, Source]:

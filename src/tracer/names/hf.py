@@ -359,4 +359,4 @@ def _step_for_path(family: str, module_path: str, take: str) -> str | None:
 
 # the decoder families issue 10 added (qwen3, olmo2, starcoder2, phi, gemma2/3, mixtral, qwen3_moe) and
 # opt-350m's projections register themselves into HF_NAMES, CONDITIONS and HEADS_FIRST
-from tracer.arch import hf_names_decoders  # noqa: E402,F401
+from tracer.names import hf_decoders  # noqa: E402,F401

@@ -20,15 +20,15 @@ from typing import Sequence
 import numpy as np
 
 from tracer import __version__
-from tracer.arch.hf_names import hf_module
+from tracer.names.hf import hf_module
 from tracer.engine.decode import forward_cached, new_cache
 from tracer.engine.forward import ForwardInputs, forward
 from tracer.engine.ops import softmax
 from tracer.errors import TracerError
-from tracer.generate_keep import generation_keep
-from tracer.long_inputs import check_new_positions, generation_warning
-from tracer.masks.build import build_keep, positions_by_rule
-from tracer.sampling import Sampling, choose
+from tracer.model.keep import generation_keep
+from tracer.model.inputs import check_new_positions, generation_warning
+from tracer.engine.masks import build_keep, positions_by_rule
+from tracer.model.sampling import Sampling, choose
 from tracer.trace import Recorder, Trace
 from tracer.trace.recorder import NullRecorder
 

@@ -9,7 +9,7 @@ from tracer.errors import TracerError
 
 def default_model_path() -> Path:
     here = Path(__file__).resolve().parent
-    for candidate in (here / "_data" / "default-model", here.parents[1] / "fixtures" / "default-model"):
+    for candidate in (here.parent / "_data" / "default-model", here.parents[2] / "fixtures" / "default-model"):
         if (candidate / "config.json").is_file():
             return candidate
     raise TracerError("the default model is not installed", hint="pass --model DIR")

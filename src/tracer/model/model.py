@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 import re
 
-from collections.abc import Mapping
-
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -15,20 +13,19 @@ import numpy as np
 
 from tracer import __version__
 from tracer.arch.canonical import Source, expected_shapes
-from tracer.arch.hf_names import hf_module
+from tracer.names.hf import hf_module
 from tracer.arch.registry import adapter_for
 from tracer.arch.spec import Spec
-from tracer.batch import Batch, pad_rows, rows_from_ids, rows_from_text, with_token_types
+from tracer.model.inputs import Batch, pad_rows, rows_from_ids, rows_from_text, with_token_types
 from tracer.checkpoint.agreement import check_sizes, check_unused
 from tracer.checkpoint.config import read_config
-from tracer.checkpoint.pooling import read_pooling
+from tracer.arch.pooling import read_pooling
 from tracer.checkpoint.tokenizer import Tokenizer
-from tracer.checkpoint.safetensors_file import widen
-from tracer.checkpoint.weights import WeightFiles
+from tracer.checkpoint.weights import LazyWeights, WeightFiles
 from tracer.engine.forward import ForwardInputs, MaskOverride, forward, layer_masks
 from tracer.errors import TracerError
-from tracer.keep_policy import auto_keep
-from tracer.long_inputs import PositionLimit, check_positions, input_words, stack_limit
+from tracer.model.keep import auto_keep
+from tracer.model.inputs import PositionLimit, check_positions, input_words, stack_limit
 from tracer.trace import Recorder, Trace
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -57,7 +54,7 @@ class Model:
         """The longest input the model allows: its position table, else the config's or the tokenizer's
         declared maximum (T5's relative positions have no table; its tokenizer says 512). A dynamic rope
         rescales past max_position_embeddings by design: no limit. Rotary and relative positions may go
-        past the others with allow_long (see tracer.long_inputs)."""
+        past the others with allow_long (see tracer.model.inputs)."""
         return self.position_limit().n
 
     def position_limit(self, encoder: bool = False) -> PositionLimit:
@@ -80,7 +77,7 @@ class Model:
         of an encoder-decoder model (default: just the decoder start token). positions: "auto" follows the
         family (transformers' rule), "mask" counts real tokens (cumsum(mask) - 1), "index" is 0..n-1.
         allow_long: rotary and relative positions may run past max_position_embeddings; the batch then carries
-        a warning (learned position tables are refused all the same; see tracer.long_inputs).
+        a warning (learned position tables are refused all the same; see tracer.model.inputs).
         """
         if (text is None) == (ids is None):
             raise TracerError("give either text or token ids (not both, not neither)")
@@ -271,7 +268,7 @@ def _size_summary(spec: Spec) -> str:
 
 
 def load_weights(files: WeightFiles, sources: dict[str, Source], spec: Spec, dtype,
-                 used: set[str] | None = None) -> "LazyWeights":
+                 used: set[str] | None = None) -> LazyWeights:
     """Canonical name -> array [in, out] in the compute dtype, made when read (see LazyWeights).
     `used` collects the HF names read (for the unused-weight check).
 
@@ -301,83 +298,6 @@ def _shape_only(shape: tuple[int, ...]) -> np.ndarray:
     """A read-only array of that shape over one number (zero strides): transforms give their shapes for free."""
     return np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=shape, strides=(0,) * len(shape),
                                            writeable=False)
-
-
-class LazyWeights(Mapping):
-    """The model's weights, made on each read from the memory-mapped files and dropped by the reader.
-
-    float32 files in a float32 run are views of the map (no copy, as before). bfloat16/float16 files, or a
-    float64 run, are widened when a step reads the tensor, so a forward pass holds the weights of the step
-    it is computing, not a widened copy of the whole model: memory stays near the mapped file plus one
-    block's widened weights plus activations."""
-
-    def __init__(self, files: WeightFiles, resolved: dict[str, tuple[str, object]], dtype):
-        self.files, self._resolved, self.dtype = files, resolved, np.dtype(dtype)
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        hf_name, transform = self._resolved[name]
-        arr = transform(self.files.get(hf_name))
-        return arr if arr.dtype == self.dtype else arr.astype(self.dtype)
-
-    def __iter__(self):
-        return iter(self._resolved)
-
-    def __len__(self) -> int:
-        return len(self._resolved)
-
-    def __contains__(self, name) -> bool:  # no tensor read (affine_op asks whether a bias exists)
-        return name in self._resolved
-
-    def rows(self, name: str, index: np.ndarray) -> np.ndarray:
-        """W[name][index] without making the whole tensor: an embedding lookup widens only the rows it reads
-        (a 32,000-row bf16 table is not widened whole for 512 tokens)."""
-        hf_name, transform = self._resolved[name]
-        raw = self.files.raw(hf_name)
-        if transform(raw) is not raw:  # a transposed or sliced source: rows of the made tensor
-            return self[name][index]
-        picked = widen(raw[index], self.files.storage_dtype(hf_name))
-        return picked if picked.dtype == self.dtype else picked.astype(self.dtype)
-
-    def made_bytes(self) -> int:
-        """Bytes of the tensors a read makes anew (widened or cast); float32 views of the map cost nothing."""
-        total = 0
-        for hf_name, _ in self._resolved.values():
-            stored = self.files.storage_dtype(hf_name)
-            if _ST_WIDTHS.get(stored) != self.dtype:
-                total += math.prod(self.files.shape(hf_name)) * self.dtype.itemsize
-        return total
-
-    def held(self, budget: int) -> Mapping:
-        """For many passes over the same weights (decoding a token at a time): a mapping that makes each
-        tensor once and keeps it, when the tensors a read makes fit in `budget` bytes; else this one."""
-        return _Held(self) if self.made_bytes() <= budget else self
-
-
-_ST_WIDTHS = {"F32": np.dtype(np.float32), "F64": np.dtype(np.float64)}
-
-
-class _Held(Mapping):
-    """LazyWeights whose tensors are made on first read and then kept (see LazyWeights.held)."""
-
-    def __init__(self, lazy: LazyWeights):
-        self.lazy, self.dtype, self._made = lazy, lazy.dtype, {}
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self._made:
-            self._made[name] = self.lazy[name]
-        return self._made[name]
-
-    def rows(self, name: str, index: np.ndarray) -> np.ndarray:
-        return self[name][index]
-
-    def __iter__(self):
-        return iter(self.lazy)
-
-    def __len__(self) -> int:
-        return len(self.lazy)
-
-    def __contains__(self, name) -> bool:
-        return name in self.lazy
 
 
 def _resolve(files: WeightFiles, names: tuple[str, ...]) -> str:

@@ -1,0 +1,12 @@
+"""A runnable model: the checkpoint opened, its inputs batched, the forward run into a Trace, generation.
+
+    model.py     Model, load_model
+    inputs.py    prompts or ids -> a padded batch; how far each stack's positions may go (--allow-long)
+    keep.py      which steps a run, or a generation, keeps whole by default (memory policy)
+    generate.py  decoding with a KV cache; sampling.py how the next token is chosen
+    allocator.py glibc settings that let freed arrays be reused (the command's, and the API's, speed)
+"""
+
+from tracer.model.model import Model, load_model
+
+__all__ = ["Model", "load_model"]
