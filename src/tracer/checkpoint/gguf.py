@@ -76,8 +76,8 @@ class GGUFFile:
         so only that slice is dequantized."""
         t = self._raw[name]
         data = t.data if index is None else t.data[index]
-        if t.tensor_type.name == "F32":
-            return data
+        if t.tensor_type.name in ("F32", "F64"):
+            return data  # F64: the compute dtype decides (LazyWeights casts)
         try:
             out = self._gguf.quants.dequantize(data, t.tensor_type)
         except NotImplementedError:
@@ -89,7 +89,7 @@ class GGUFFile:
         """Rows of a 2-D tensor, float32, dequantizing only the rows read (an embedding lookup)."""
         t = self._raw[name]
         picked = t.data[index]
-        if t.tensor_type.name == "F32":
+        if t.tensor_type.name in ("F32", "F64"):
             return picked
         return self._gguf.quants.dequantize(picked, t.tensor_type).astype(np.float32, copy=False)
 
