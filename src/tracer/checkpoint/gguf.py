@@ -147,7 +147,7 @@ def _reader_problem(msg: str, path: Path) -> str:
     version = re.search(r"version (\d+)", msg)
     if version:
         return f"GGUF version {version.group(1)} is not one the gguf package reads (versions 2 and 3)"
-    unknown = re.search(r"(\d+) is not a valid GGMLQuantizationType", msg)
+    unknown = re.search(r"(\d+)\)? is not a valid GGMLQuantizationType", msg)
     if unknown:
         return f"a tensor has ggml type {unknown.group(1)}, which is not a known quantization type"
     row = re.search(r"row size \((\d+)\) is not a multiple of (\w+) block size \((\d+)\)", msg)
