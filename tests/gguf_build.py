@@ -170,7 +170,9 @@ def build_gguf(folder: Path, out: Path, qtype: Q = Q.F32, tokenizer: dict | None
     w.add_file_type(int({Q.F32: 0, Q.F16: 1, Q.BF16: 32, Q.Q8_0: 7, Q.Q4_0: 2, Q.Q4_1: 3, Q.Q5_0: 8,
                          Q.Q5_1: 9}.get(qtype, 0)))
     for k, v in (tokenizer or {}).items():
-        if isinstance(v, list):
+        if isinstance(v, bool):
+            w.add_bool(k, v)
+        elif isinstance(v, list):
             w.add_array(k, v)
         elif isinstance(v, str):
             w.add_string(k, v)

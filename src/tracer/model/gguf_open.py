@@ -7,6 +7,7 @@ commands that need the shape only (`tracer cost`), `gguf_spec(path)`, which read
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 from pathlib import Path
 from typing import Sequence
@@ -107,13 +108,14 @@ def gguf_tokenizer(f: GGUFFile):
     """(Tokenizer, "") from the file's tokenizer.ggml.* metadata, or (None, why not)."""
     if "tokenizer.ggml.model" not in f.metadata or "tokenizer.ggml.tokens" not in f.metadata:
         return None, "the GGUF file holds no tokenizer (no tokenizer.ggml.model / tokenizer.ggml.tokens metadata)"
-    try:  # written by the gguf-tok helper (issue 17); until it is merged, text needs --ids
-        from tracer.checkpoint.gguf_tokenizer import tokenizer_spec_from_gguf
-        from tracer.checkpoint.tokenizer import Tokenizer
-        from_spec = Tokenizer.from_spec
-    except (ImportError, AttributeError):
+    from tracer.checkpoint.tokenizer import Tokenizer
+
+    # tracer.checkpoint.gguf_tokenizer comes with issue 17's tokenizer part; until it is merged, text needs --ids
+    if importlib.util.find_spec("tracer.checkpoint.gguf_tokenizer") is None or not hasattr(Tokenizer, "from_spec"):
         return None, "this build cannot yet tokenize text with a GGUF file's own tokenizer"
-    return from_spec(tokenizer_spec_from_gguf(f.metadata), f.path), ""
+    from tracer.checkpoint.gguf_tokenizer import tokenizer_spec_from_gguf
+
+    return Tokenizer.from_spec(tokenizer_spec_from_gguf(f.metadata), str(f.path)), ""
 
 
 __all__: Sequence[str] = ("GGUF_SUFFIX", "GGUFModel", "gguf_spec", "is_gguf", "load_gguf_model", "open_gguf")
