@@ -137,3 +137,15 @@ def test_every_type_gguf_dequantizes_reads_as_gguf_dequantizes_it(qtype, tmp_pat
     assert np.array_equal(f.dequantized("t", 2), ref[2])
     rows = np.array([1, 0, 1])
     assert np.array_equal(f.rows("m", rows), ref[0][rows])
+
+
+@pytest.mark.parametrize("qtype", [Q.Q8_0, Q.Q4_0, Q.BF16, Q.F16], ids=lambda q: q.name)
+def test_the_fast_dequantizers_are_bit_identical_to_gguf(qtype):
+    """tracer's one-pass paths for the common types, on real quantized data over the full value range."""
+    from tracer.checkpoint.gguf_dequant import dequantize
+
+    a = (np.random.default_rng(3).standard_normal((3, 64, 96)) * np.geomspace(1e-3, 1e3, 96)).astype(np.float32)
+    data = a.astype(np.float16) if qtype == Q.F16 else gguf.quants.quantize(a, qtype)
+    ours, theirs = dequantize(data, qtype, gguf), gguf.quants.dequantize(data, qtype)
+    assert ours.dtype == np.float32 and ours.shape == a.shape
+    assert np.array_equal(ours.view(np.uint32), theirs.astype(np.float32).view(np.uint32))

@@ -20,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 
+from tracer.checkpoint.gguf_dequant import dequantize
 from tracer.checkpoint.weights import LazyWeights
 from tracer.errors import TracerError
 
@@ -79,11 +80,10 @@ class GGUFFile:
         if t.tensor_type.name in ("F32", "F64"):
             return data  # F64: the compute dtype decides (LazyWeights casts)
         try:
-            out = self._gguf.quants.dequantize(data, t.tensor_type)
+            return dequantize(data, t.tensor_type, self._gguf)
         except NotImplementedError:
             raise TracerError(f"{self.path}: tensor {name} is stored as {t.tensor_type.name}, which the gguf package "
                               "cannot dequantize", hint="requantize the file to a type gguf.quants reads (Q8_0, Q4_K, ...)") from None
-        return out.astype(np.float32, copy=False)
 
     def rows(self, name: str, index: np.ndarray) -> np.ndarray:
         """Rows of a 2-D tensor, float32, dequantizing only the rows read (an embedding lookup)."""
@@ -91,7 +91,7 @@ class GGUFFile:
         picked = t.data[index]
         if t.tensor_type.name in ("F32", "F64"):
             return picked
-        return self._gguf.quants.dequantize(picked, t.tensor_type).astype(np.float32, copy=False)
+        return dequantize(picked, t.tensor_type, self._gguf)
 
     def quantization(self) -> dict:
         """Per ggml type: tensors, parameters and bytes; bits per weight over the whole file."""
