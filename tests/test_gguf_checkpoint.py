@@ -99,3 +99,36 @@ def test_a_llama_file_read_without_undoing_the_permutation_would_differ(tmp_path
     hf = WeightFiles(FIXTURES / "llama").get("model.layers.0.self_attn.q_proj.weight")
     assert stored.shape == hf.shape and np.abs(stored - hf).max() > 0.1
     assert np.array_equal(np.sort(stored, axis=None), np.sort(hf, axis=None))  # same numbers, moved
+
+
+def test_llama3_rope_freqs_read_back_as_llama3_scaling(tmp_path):
+    """A Llama-3.1-style rope (head_dim 128, theta 500000, factor 8, low 1, high 4, original 8192): the
+    converter's rope_freqs tensor is read back as those llama3 parameters, and the file runs like the folder.
+    (The tiny fixture's 4 frequencies put only one on the ramp: there the factors are kept as divisors.)"""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(5)
+    d, heads, f, vocab = 256, 2, 128, 64
+    cfg = {"model_type": "llama", "hidden_size": d, "num_hidden_layers": 1, "num_attention_heads": heads,
+           "num_key_value_heads": heads, "head_dim": 128, "intermediate_size": f, "vocab_size": vocab,
+           "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+           "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}
+    shapes = {"model.embed_tokens.weight": (vocab, d), "lm_head.weight": (vocab, d), "model.norm.weight": (d,),
+              "model.layers.0.input_layernorm.weight": (d,), "model.layers.0.post_attention_layernorm.weight": (d,),
+              "model.layers.0.self_attn.q_proj.weight": (d, d), "model.layers.0.self_attn.k_proj.weight": (d, d),
+              "model.layers.0.self_attn.v_proj.weight": (d, d), "model.layers.0.self_attn.o_proj.weight": (d, d),
+              "model.layers.0.mlp.gate_proj.weight": (f, d), "model.layers.0.mlp.up_proj.weight": (f, d),
+              "model.layers.0.mlp.down_proj.weight": (d, f)}
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    save_file({n: (rng.standard_normal(s) * 0.1 + (len(s) == 1)).astype(np.float32) for n, s in shapes.items()},
+              str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(cfg))
+    g = load_model(build_gguf(folder, tmp_path / "l3.gguf"))
+    rope = g.spec.rope
+    assert (rope.scaling, rope.factor, rope.low_freq_factor, rope.high_freq_factor, rope.original_max_positions) == \
+        ("llama3", 8.0, 1.0, 4.0, 8192)
+    ids = [[1, 7, 3, 60, 22, 9]]
+    errors = max_step_error(g.run(ids=ids), load_model(folder).run(ids=ids))
+    assert max(errors.values()) <= 1e-6

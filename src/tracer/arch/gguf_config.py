@@ -8,6 +8,7 @@ are read here; what one family's converter does differently lives in that family
 from __future__ import annotations
 
 import importlib
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -106,11 +107,14 @@ def rope_parameters(f: GGUFFile, d_head: int) -> dict:
                 rp[ours] = float(key(f, f"rope.scaling.{theirs}"))
     freqs = f.tensors.get("rope_freqs.weight")
     if freqs is not None:
-        # llama3 scaling, stored by the converter as the divisor of each frequency: ggml divides theta^(-2j/d)
-        # by it, which is longrope's arithmetic with one factor list at every length and no cos/sin factor
+        # llama3 scaling, stored by the converter as the divisor of each frequency (ggml divides theta^(-2j/d)
+        # by it): read back as llama3's parameters when the factors determine them, else as longrope with one
+        # factor list at every length and no cos/sin factor, which is ggml's arithmetic exactly
         per = [float(x) for x in f.dequantized(freqs.name)]
-        rp.update(rope_type="longrope", short_factor=per, long_factor=per, factor=1.0, attention_factor=1.0,
-                  original_max_position_embeddings=key(f, "context_length") or 1 << 20)
+        rotary = int(rp.get("partial_rotary_factor", 1.0) * d_head)
+        rp.update(llama3_from_factors(per, rp["rope_theta"], rotary) or dict(
+            rope_type="longrope", short_factor=per, long_factor=per, factor=1.0, attention_factor=1.0,
+            original_max_position_embeddings=key(f, "context_length") or 1 << 20))
     long, short = f.tensors.get("rope_factors_long.weight"), f.tensors.get("rope_factors_short.weight")
     if long is not None and short is not None:
         rp.update(rope_type="longrope", long_factor=[float(x) for x in f.dequantized(long.name)],
@@ -120,6 +124,51 @@ def rope_parameters(f: GGUFFile, d_head: int) -> dict:
         if attn is not None:
             rp["attention_factor"] = float(attn)
     return rp
+
+
+def llama3_from_factors(per: list[float], theta: float, dim: int) -> dict | None:
+    """Llama 3.1's (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings) from the
+    per-frequency divisors the converter wrote, when they are llama3's and at least two frequencies lie on the
+    smooth ramp (the ramp is linear in 1 / wavelength: s = old / ((high - low) wavelen) - low / (high - low),
+    which fixes old / (high - low) and low / (high - low); low = 1 is chosen, as every Llama 3 config has).
+    None when the factors are not of that form (the caller keeps them as they are)."""
+    if len(per) != dim // 2 or len(per) < 3:
+        return None
+    factor = max(per)
+    wavelen = [2 * math.pi / (theta ** (-2 * j / dim)) for j in range(len(per))]
+    ramp = [(1 / w, (1 / p - 1 / factor) / (1 - 1 / factor)) for p, w in zip(per, wavelen)
+            if factor > 1 and 1 + 1e-6 < p < factor * (1 - 1e-6)]
+    if len(ramp) < 2:
+        return None
+    (x0, s0), (x1, s1) = ramp[0], ramp[-1]
+    a = (s1 - s0) / (x1 - x0)  # old / (high - low)
+    b = a * x0 - s0  # low / (high - low)
+    if not (a > 0 and b > 0):
+        return None
+    params = dict(rope_type="llama3", factor=factor, low_freq_factor=1.0, high_freq_factor=1.0 + 1.0 / b,
+                  original_max_position_embeddings=a / b)
+    # the factors are float32: round to the numbers a config holds when those reproduce them as well
+    tidy = dict(params, high_freq_factor=round(params["high_freq_factor"], 4),
+                original_max_position_embeddings=round(params["original_max_position_embeddings"]))
+    for candidate in (tidy, params):
+        if all(abs(p - q) <= 1e-5 * p for p, q in zip(per, _llama3_factors(candidate, wavelen))):
+            return candidate
+    return None
+
+
+def _llama3_factors(p: dict, wavelen: list[float]) -> list[float]:
+    """The divisors llama3 scaling applies per frequency (as the converter computes them)."""
+    old, low, high, factor = p["original_max_position_embeddings"], p["low_freq_factor"], p["high_freq_factor"], p["factor"]
+    out = []
+    for w in wavelen:
+        if w < old / high:
+            out.append(1.0)
+        elif w > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / w - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return out
 
 
 def consumed_tensors(f: GGUFFile) -> set[str]:
