@@ -23,7 +23,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "models"
 ARCHS = {
     "llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2_moe": "qwen2moe",
     "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3",
-    "gpt2": "gpt2", "starcoder2": "starcoder2", "olmo2": "olmo2",
+    "gpt2": "gpt2", "starcoder2": "starcoder2", "olmo2": "olmo2", "mixtral": "llama",
 }
 PERMUTED = ("llama",)  # LlamaModel.undo_permute (Olmo2Model, Qwen2Model, ... are TextModel: no permute)
 NORM_PLUS_ONE = ("gemma", "gemma2", "gemma3")
@@ -67,7 +67,7 @@ def converted_tensors(folder: Path, cfg: dict, arch: str) -> dict[str, np.ndarra
         a = np.array(files.get(hf), dtype=np.float32)
         if arch in ("gemma", "gemma2") and hf == "lm_head.weight":
             continue
-        if ".mlp.experts." in hf:  # Qwen2MoeModel: stack per layer
+        if ".mlp.experts." in hf or ".block_sparse_moe.experts." in hf:  # Qwen2MoeModel, LlamaModel: stacked
             parts = hf.split(".")
             layer, e, w = int(parts[2]), int(parts[5]), parts[6]
             experts.setdefault((layer, w), {})[e] = a
@@ -84,7 +84,7 @@ def converted_tensors(folder: Path, cfg: dict, arch: str) -> dict[str, np.ndarra
         assert name is not None, f"no GGUF name for {hf}"
         out[name] = a
     for (layer, w), by_e in sorted(experts.items()):
-        part = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down"}[w]
+        part = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "w1": "gate", "w3": "up", "w2": "down"}[w]
         out[f"blk.{layer}.ffn_{part}_exps.weight"] = np.stack([by_e[e] for e in sorted(by_e)])
     rp = cfg.get("rope_parameters") or {}
     if arch == "llama" and rp.get("rope_type") == "llama3":

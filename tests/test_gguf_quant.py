@@ -149,3 +149,18 @@ def test_the_fast_dequantizers_are_bit_identical_to_gguf(qtype):
     ours, theirs = dequantize(data, qtype, gguf), gguf.quants.dequantize(data, qtype)
     assert ours.dtype == np.float32 and ours.shape == a.shape
     assert np.array_equal(ours.view(np.uint32), theirs.astype(np.float32).view(np.uint32))
+
+
+@pytest.mark.parametrize("qtype", [Q.Q4_K, Q.Q8_0, Q.F16], ids=lambda q: q.name)
+def test_a_large_tensor_dequantized_in_bands_is_the_same(qtype, monkeypatch):
+    """Bands of rows (here 3 rows of 256 values per band) give exactly gguf's whole-tensor result."""
+    from tracer.checkpoint import gguf_dequant
+
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    rng = np.random.default_rng(11)
+    if qtype == Q.F16:
+        data = rng.standard_normal((2, 10, 256)).astype(np.float16)
+    else:
+        data = rng.integers(0, 0x3C, size=(2, 10, 256 // block * size), dtype=np.uint8)
+    monkeypatch.setattr(gguf_dequant, "BAND_VALUES", 3 * 256)
+    assert np.array_equal(gguf_dequant.dequantize(data, qtype, gguf), gguf.quants.dequantize(data, qtype))

@@ -8,12 +8,28 @@ from __future__ import annotations
 import numpy as np
 
 
+BAND_VALUES = 1 << 20  # values dequantized at a time: gguf's K-quant code makes several temporaries per value
+
+
 def dequantize(data: np.ndarray, qtype, gguf) -> np.ndarray:
-    """Raw tensor data as the gguf reader gives it (bytes [..., row_bytes] for block types) -> float32."""
-    fast = _FAST.get(qtype.name)
-    if fast is not None:
-        return fast(np.ascontiguousarray(data))
-    return gguf.quants.dequantize(data, qtype).astype(np.float32, copy=False)
+    """Raw tensor data as the gguf reader gives it (bytes [..., row_bytes] for block types) -> float32.
+
+    A large tensor is dequantized a band of rows at a time into one float32 output, so the peak is the output
+    plus one band's temporaries, not gguf's temporaries over the whole tensor (a 7B model's 32,000 x 4,096
+    head). Blocks never straddle rows, so the result is the same."""
+    one = _FAST.get(qtype.name) or (lambda d: gguf.quants.dequantize(d, qtype).astype(np.float32, copy=False))
+    rows = data.reshape(-1, data.shape[-1]) if data.ndim >= 2 else data.reshape(1, -1)
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    per_row = rows.shape[-1] // size * block if rows.dtype == np.uint8 else rows.shape[-1]
+    band = max(1, BAND_VALUES // max(per_row, 1))
+    if rows.shape[0] <= band:
+        return one(np.ascontiguousarray(data))
+    first = one(np.ascontiguousarray(rows[:band]))
+    out = np.empty((rows.shape[0], first.shape[-1]), np.float32)
+    out[:band] = first
+    for start in range(band, rows.shape[0], band):
+        out[start:start + band] = one(np.ascontiguousarray(rows[start:start + band]))
+    return out.reshape(*data.shape[:-1], first.shape[-1])
 
 
 def _scales(blocks: np.ndarray) -> np.ndarray:
