@@ -59,6 +59,16 @@ def test_run_on_a_gguf_shows_its_quantization_and_records_it(llama_q8, tmp_path)
     assert q["file_type"] == "Q8_0"
 
 
+def test_the_report_page_of_a_gguf_trace_shows_the_quantization(llama_q8, tmp_path):
+    trace, page = tmp_path / "t.safetensors", tmp_path / "p.html"
+    assert invoke("run", "--model", llama_q8, "--ids", "0,5,9", "--save", trace).exit_code == 0
+    result = invoke("report", trace, "-o", page, "--model", llama_q8)
+    assert result.exit_code == 0, result.output
+    # 2 blocks x 7 matrices + embedding + head in Q8_0 (34 bytes per 32 weights); 5 norms + rope_freqs in F32;
+    # 43,168 weights + 4 rope factors in 46,352 bytes: 8.59 bits each
+    assert "<dt>quantization</dt><dd>Q8_0: Q8_0 8.5 bpw (16), F32 (6); 8.59 bits per weight" in page.read_text()
+
+
 def test_cost_reads_the_metadata_only(llama_q8, monkeypatch):
     """cost on a GGUF dequantizes nothing (the Spec comes from the metadata and the tensor headers) and
     counts what cost on the source folder counts."""

@@ -145,7 +145,7 @@ def quantization_text(q: dict | None) -> str | None:
     if not q or not q.get("types"):
         return None
     parts = []
-    for name, row in q["types"].items():
+    for name, row in sorted(q["types"].items(), key=lambda kv: -kv[1].get("params", 0)):  # a saved trace sorts keys
         bpw = "" if name in ("F32", "F16", "BF16", "F64") else f" {row.get('bits_per_weight', 0):.3g} bpw"
         parts.append(f"{name}{bpw} ({row.get('tensors', 0)})")
     kind = f"{q['file_type']}: " if q.get("file_type") else ""
