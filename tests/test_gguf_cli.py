@@ -187,3 +187,25 @@ def test_without_the_gguf_package_the_error_names_the_extra(llama_f16, monkeypat
     with pytest.raises(TracerError) as err:
         load_model(llama_f16)
     assert "tracer[gguf]" in str(err.value) and "pip install -e '.[gguf]'" in str(err.value)
+
+
+def test_metadata_that_disagrees_with_the_tensors_or_lacks_a_size(tmp_path):
+    import json as _json
+
+    from gguf_build import converted_tensors
+
+    cfg = _json.loads((FIXTURES / "gemma2" / "config.json").read_text())
+    tensors = converted_tensors(FIXTURES / "gemma2", cfg, "gemma2")
+    w = gguf.GGUFWriter(str(tmp_path / "sizes.gguf"), "gemma2")  # head count 8 where the tensors have 4
+    w.add_block_count(2), w.add_embedding_length(32), w.add_feed_forward_length(64), w.add_head_count(8)
+    w.add_head_count_kv(2), w.add_key_length(16), w.add_layer_norm_rms_eps(1e-5)
+    for name, a in tensors.items():
+        w.add_tensor(name, a)
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    assert_clean_error(invoke("run", "--model", tmp_path / "sizes.gguf", "--ids", "1,2"),
+                       "the GGUF metadata disagrees with its tensors")
+    w = gguf.GGUFWriter(str(tmp_path / "bare.gguf"), "gemma2")  # no sizes at all
+    w.add_tensor("token_embd.weight", tensors["token_embd.weight"])
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    assert_clean_error(invoke("run", "--model", tmp_path / "bare.gguf", "--ids", "1,2"),
+                       "the GGUF metadata has no gemma2.embedding_length")

@@ -22,6 +22,10 @@ from tracer.model.model import DTYPES, Model, load_weights
 from tracer.trace import Trace
 
 GGUF_SUFFIX = ".gguf"
+# transformers config keys the family tables read -> the GGUF key they come from (for the error naming it)
+GGUF_KEYS = {"num_hidden_layers": "block_count", "hidden_size": "embedding_length",
+             "num_attention_heads": "attention.head_count", "intermediate_size": "feed_forward_length",
+             "rope_parameters": "rope.freq_base"}
 
 
 def is_gguf(path: str | Path) -> bool:
@@ -57,7 +61,12 @@ def open_gguf(path: str | Path) -> tuple[GGUFFile, dict, str, object, Spec]:
     """The file, its config, that config's hash, the family adapter and the Spec."""
     f = GGUFFile(Path(path))
     family = gguf_family(f.arch)
-    cfg = hf_config(f, family)
+    try:
+        cfg = hf_config(f, family)
+    except KeyError as exc:  # a family table needs a size the metadata lacks
+        missing = GGUF_KEYS.get(exc.args[0], exc.args[0])
+        raise TracerError(f"{f.path}: the GGUF metadata has no {f.arch}.{missing}",
+                          hint="the file is incomplete or was not written by convert_hf_to_gguf.py") from None
     adapter = adapter_for(cfg)
     try:
         spec = adapter.spec_from_config(cfg)
@@ -89,7 +98,12 @@ def load_gguf_model(path: str | Path, dtype: str = "float32", allow_unused: bool
         raise TracerError(f"{f.path}: the GGUF file ({f.arch}) has no tensor for {missing[0]!r}",
                           hint="the file may come from a converter tracer does not know, or be incomplete")
     used: set[str] = set()
-    lazy = load_weights(files, sources, spec, DTYPES[dtype], used)
+    try:
+        lazy = load_weights(files, sources, spec, DTYPES[dtype], used)
+    except TracerError as exc:  # said in the terms of a folder: the GGUF's config is its metadata
+        raise TracerError(f"{f.path}: " + exc.message.replace("config.json disagrees with the weights",
+                                                             "the GGUF metadata disagrees with its tensors"),
+                          hint=exc.hint) from None
     weights = GGUFLazyWeights(files, lazy._resolved, DTYPES[dtype])
     unused = sorted(set(f.tensors) - {files.pieces[n].gguf_name for n in used} - consumed_tensors(f))
     if unused and not allow_unused:
