@@ -87,6 +87,9 @@ def converted_tensors(folder: Path, cfg: dict, arch: str) -> dict[str, np.ndarra
         part = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "w1": "gate", "w3": "up", "w2": "down"}[w]
         out[f"blk.{layer}.ffn_{part}_exps.weight"] = np.stack([by_e[e] for e in sorted(by_e)])
     rp = cfg.get("rope_parameters") or {}
+    if arch == "phi3" and rp.get("long_factor"):  # Phi3MiniModel.generate_extra_tensors
+        out["rope_factors_long.weight"] = np.asarray(rp["long_factor"], dtype=np.float32)
+        out["rope_factors_short.weight"] = np.asarray(rp["short_factor"], dtype=np.float32)
     if arch == "llama" and rp.get("rope_type") == "llama3":
         out["rope_freqs.weight"] = llama3_rope_factors(rp, cfg.get("head_dim") or cfg["hidden_size"] // n_head)
     return out
@@ -145,8 +148,13 @@ def write_metadata(w: gguf.GGUFWriter, cfg: dict, arch: str) -> None:
             w.add_sliding_window(cfg["sliding_window"])
     if arch == "phi3":
         d_head = cfg["hidden_size"] // cfg["num_attention_heads"]
-        w.add_rope_scaling_orig_ctx_len(cfg.get("original_max_position_embeddings", cfg["max_position_embeddings"]))
+        w.add_rope_scaling_orig_ctx_len(full.get("original_max_position_embeddings",
+                                                 cfg.get("original_max_position_embeddings", cfg["max_position_embeddings"])))
         w.add_rope_dimension_count(int(full.get("partial_rotary_factor", 1.0) * d_head))
+        orig = full.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
+        if full.get("long_factor"):
+            scale = cfg["max_position_embeddings"] / orig
+            w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0)
 
 
 def quantized(a: np.ndarray, qtype: Q) -> tuple[np.ndarray, Q]:

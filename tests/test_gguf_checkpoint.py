@@ -132,3 +132,22 @@ def test_llama3_rope_freqs_read_back_as_llama3_scaling(tmp_path):
     ids = [[1, 7, 3, 60, 22, 9]]
     errors = max_step_error(g.run(ids=ids), load_model(folder).run(ids=ids))
     assert max(errors.values()) <= 1e-6
+
+
+def test_phi3_longrope_factors_read_back(tmp_path):
+    """Phi-3's long context: rope_factors_long / _short and rope.scaling.attn_factor from the converter become
+    transformers' longrope again; 10 tokens past original_max_position_embeddings 8 use the long factors."""
+    folder = tmp_path / "phi3"
+    folder.mkdir()
+    cfg = json.loads((FIXTURES / "phi3" / "config.json").read_text())
+    cfg["original_max_position_embeddings"] = 8
+    cfg["rope_parameters"] = {"rope_type": "longrope", "rope_theta": 10000.0, "original_max_position_embeddings": 8,
+                              "short_factor": [1.0, 1.1, 1.5, 2.0], "long_factor": [1.0, 2.0, 4.0, 8.0]}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    os.symlink(FIXTURES / "phi3" / "model.safetensors", folder / "model.safetensors")
+    g, f = load_model(build_gguf(folder, tmp_path / "phi3.gguf")), load_model(folder)
+    assert g.spec.rope.scaling == "longrope" and g.spec.rope.long_factor == (1.0, 2.0, 4.0, 8.0)
+    ours, theirs = g.spec.rope, f.spec.rope
+    assert ours.attention_factor == theirs.attention_factor  # the converter's float32 value is transformers' formula
+    assert np.allclose(ours.short_factor, theirs.short_factor, rtol=1e-7)  # stored as float32, computed in float32
+    assert max(max_step_error(g.run(ids=IDS), f.run(ids=IDS)).values()) <= 1e-6

@@ -120,8 +120,8 @@ def rope_parameters(f: GGUFFile, d_head: int) -> dict:
         rp.update(rope_type="longrope", long_factor=[float(x) for x in f.dequantized(long.name)],
                   short_factor=[float(x) for x in f.dequantized(short.name)],
                   original_max_position_embeddings=original or key(f, "context_length"))
-        attn = key(f, "rope.scaling.attn_factor")
-        if attn is not None:
+        attn, top, orig = key(f, "rope.scaling.attn_factor"), key(f, "context_length"), rp["original_max_position_embeddings"]
+        if attn is not None and not _is_longrope_default(float(attn), top, orig):  # else transformers' own formula
             rp["attention_factor"] = float(attn)
     return rp
 
@@ -169,6 +169,16 @@ def _llama3_factors(p: dict, wavelen: list[float]) -> list[float]:
             smooth = (old / w - low) / (high - low)
             out.append(1 / ((1 - smooth) / factor + smooth))
     return out
+
+
+def _is_longrope_default(attn: float, top, original) -> bool:
+    """The converter's attn_factor (stored as float32) is sqrt(1 + ln(scale) / ln(original)): the value
+    transformers computes itself from the lengths, which then keeps its float64 digits."""
+    if not (isinstance(top, int) and isinstance(original, int) and top > 0 and original > 1):
+        return False
+    scale = top / original
+    default = math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1.0 else 1.0
+    return abs(attn - default) <= 1e-6 * default
 
 
 def consumed_tensors(f: GGUFFile) -> set[str]:
