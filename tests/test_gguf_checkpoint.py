@@ -151,3 +151,26 @@ def test_phi3_longrope_factors_read_back(tmp_path):
     assert ours.attention_factor == theirs.attention_factor  # the converter's float32 value is transformers' formula
     assert np.allclose(ours.short_factor, theirs.short_factor, rtol=1e-7)  # stored as float32, computed in float32
     assert max(max_step_error(g.run(ids=IDS), f.run(ids=IDS)).values()) <= 1e-6
+
+
+def test_llama_q_and_k_biases_are_unpermuted_too(tmp_path):
+    """attention_bias llama (as InternLM- or Qwen-in-llama-clothing files): the converter permutes q_proj.bias and
+    k_proj.bias with their weights; read back, the run is the folder's."""
+    from safetensors.numpy import save_file
+
+    from tracer.checkpoint.weights import WeightFiles
+
+    src = WeightFiles(FIXTURES / "llama")
+    tensors = {n: np.array(src.get(n)) for n in src.names()}
+    rng = np.random.default_rng(9)
+    for i in range(2):
+        for x, rows in (("q", 32), ("k", 16), ("v", 16), ("o", 32)):
+            tensors[f"model.layers.{i}.self_attn.{x}_proj.bias"] = rng.standard_normal(rows).astype(np.float32)
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    save_file(tensors, str(folder / "model.safetensors"))
+    cfg = json.loads((FIXTURES / "llama" / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(cfg, attention_bias=True)))
+    g, f = load_model(build_gguf(folder, tmp_path / "b.gguf")), load_model(folder)
+    assert g.spec.qkv_bias and g.spec.o_bias
+    assert max(max_step_error(g.run(ids=IDS), f.run(ids=IDS)).values()) <= 1e-6
