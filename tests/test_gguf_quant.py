@@ -164,3 +164,22 @@ def test_a_large_tensor_dequantized_in_bands_is_the_same(qtype, monkeypatch):
         data = rng.integers(0, 0x3C, size=(2, 10, 256 // block * size), dtype=np.uint8)
     monkeypatch.setattr(gguf_dequant, "BAND_VALUES", 3 * 256)
     assert np.array_equal(gguf_dequant.dequantize(data, qtype, gguf), gguf.quants.dequantize(data, qtype))
+
+
+def test_nothing_is_dequantized_at_load_and_each_tensor_when_read(tmp_path, monkeypatch):
+    """Bounded memory: loading reads headers only; a run dequantizes each matrix when its step reads it (the
+    embedding by rows), never the whole model up front."""
+    from tracer.checkpoint import gguf as reader
+
+    calls: list[str] = []
+    whole, rows = reader.GGUFFile.dequantized, reader.GGUFFile.rows
+    monkeypatch.setattr(reader.GGUFFile, "dequantized", lambda self, name, index=None: calls.append(name) or whole(self, name, index))
+    monkeypatch.setattr(reader.GGUFFile, "rows", lambda self, name, index: calls.append("rows:" + name) or rows(self, name, index))
+    model = load_model(build_gguf(FIXTURES / "llama", tmp_path / "q.gguf", Q.Q8_0))
+    assert [c for c in calls if c != "rope_freqs.weight"] == []  # the rope divisors are config, read at load
+    calls.clear()
+    model.run(ids=IDS, keep=["logits"])
+    assert calls.count("rows:token_embd.weight") == 1 and "token_embd.weight" not in calls
+    matrices = [n for n, t in model.files.gguf.tensors.items() if t.qtype == "Q8_0" and n != "token_embd.weight"]
+    assert sorted(set(calls) - {"rows:token_embd.weight"}) == sorted(set(matrices) | {n for n in calls if "norm" in n})
+    assert all(calls.count(n) == 1 for n in matrices)  # each read once per forward
