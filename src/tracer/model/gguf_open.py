@@ -10,7 +10,6 @@ import hashlib
 import importlib.util
 import json
 from pathlib import Path
-from typing import Sequence
 
 from tracer.arch.canonical import expected_shapes
 from tracer.arch.gguf_config import consumed_tensors, gguf_family, gguf_pieces, hf_config, metadata_snapshot
@@ -34,8 +33,10 @@ def is_gguf(path: str | Path) -> bool:
     if p.suffix.lower() == GGUF_SUFFIX:
         return True
     try:
+        if not p.is_file():  # never open a FIFO or a device to sniff it
+            return False
         with p.open("rb") as fh:
-            return p.is_file() and fh.read(4) == b"GGUF"
+            return fh.read(4) == b"GGUF"
     except OSError:
         return False
 
@@ -60,7 +61,10 @@ class GGUFModel(Model):
 def open_gguf(path: str | Path) -> tuple[GGUFFile, dict, str, object, Spec]:
     """The file, its config, that config's hash, the family adapter and the Spec."""
     f = GGUFFile(Path(path))
-    family = gguf_family(f.arch)
+    try:
+        family = gguf_family(f.arch)
+    except TracerError as exc:
+        raise TracerError(f"{f.path}: {exc.message}", hint=exc.hint) from None
     try:
         cfg = hf_config(f, family)
     except KeyError as exc:  # a family table needs a size the metadata lacks
@@ -130,6 +134,3 @@ def gguf_tokenizer(f: GGUFFile):
     from tracer.checkpoint.gguf_tokenizer import tokenizer_spec_from_gguf
 
     return Tokenizer.from_spec(tokenizer_spec_from_gguf(f.metadata), str(f.path)), ""
-
-
-__all__: Sequence[str] = ("GGUF_SUFFIX", "GGUFModel", "gguf_spec", "is_gguf", "load_gguf_model", "open_gguf")
