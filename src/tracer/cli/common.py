@@ -90,6 +90,8 @@ def checkpoint_files(folder) -> list:
     from pathlib import Path
 
     folder = Path(folder)
+    if folder.is_file():  # a single-file checkpoint (GGUF)
+        return [folder]
     if not folder.is_dir():
         return []
     names = ("config.json", "tokenizer.json", "model.safetensors.index.json", "tokenizer_config.json")

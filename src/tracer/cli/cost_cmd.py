@@ -63,7 +63,10 @@ def spec_from_path(path: Path):
     """The Spec from a checkpoint folder's config.json, or from a config file given directly."""
     from tracer.arch.registry import adapter_for
     from tracer.checkpoint.config import read_config
+    from tracer.model.gguf_open import gguf_spec, is_gguf
 
+    if is_gguf(path):  # the metadata and tensor headers only (issue 17)
+        return gguf_spec(path)
     if path.is_file():
         if path.suffix != ".json":
             raise TracerError(f"{path}: expected a checkpoint folder or its config.json")

@@ -128,7 +128,7 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
     for p in (a, b):
         if not p.exists():
             raise TracerError(f"{p}: no such file or folder")
-    if a.is_dir() and b.is_dir():
+    if _is_model(a) and _is_model(b):
         if text is None and not id_rows:
             raise TracerError("two checkpoint folders need an input", hint=f'tracer diff {a} {b} "春天来" (or --ids 5,17,42)')
         model_a, model_b = _load(a, dtype, allow_unused), _load(b, dtype, allow_unused)
@@ -137,8 +137,8 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
         if text is not None and model_b.tokenizer is None:  # B cannot tokenize: give it A's ids
             (id_rows, pad_side), text = _input_of(ref), None
         return Sides(ref, _run(model_b, text, id_rows, pad_side, allow_long), (model_a, model_b))
-    if a.is_dir() or b.is_dir():
-        folder, file = (a, b) if a.is_dir() else (b, a)
+    if _is_model(a) or _is_model(b):
+        folder, file = (a, b) if _is_model(a) else (b, a)
         trace = Trace.load(file)
         pad_side = "right"
         if text is None and not id_rows:
@@ -147,10 +147,17 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
                 raise TracerError(f"{file} has no input.ids to run {folder} on", hint="give TEXT or --ids")
             id_rows, pad_side = taken
         ran = _run(_load(folder, dtype, allow_unused), text, id_rows, pad_side, allow_long)
-        return Sides(ran, trace) if a.is_dir() else Sides(trace, ran)
+        return Sides(ran, trace) if _is_model(a) else Sides(trace, ran)
     if text is not None or id_rows:
         raise TracerError("TEXT and --ids are for checkpoint folders; both A and B are trace files")
     return Sides(Trace.load(a), Trace.load(b))
+
+
+def _is_model(p: Path) -> bool:
+    """A checkpoint folder, or a GGUF file (a model, not a trace)."""
+    from tracer.model.gguf_open import is_gguf
+
+    return p.is_dir() or is_gguf(p)
 
 
 def _load(folder: Path, dtype: str, allow_unused: bool = False):
@@ -202,7 +209,7 @@ def add_folder_extras(report, sides: Sides, a: Path, b: Path) -> None:
     from tracer.diff.report import clean
     from tracer.diff.weights import diff_weights
 
-    w = diff_weights(a, b)
+    w = diff_weights(a, b, sides.models[0].files, sides.models[1].files)
     report.extras["weights"] = clean({
         "tensors": [dict(asdict(t), layer=t.layer) for t in w.tensors],
         "layers": [asdict(layer) for layer in w.layers],

@@ -63,8 +63,10 @@ def layer_of(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def diff_weights(ref_folder: str | Path, mine_folder: str | Path) -> WeightDiff:
-    ref, mine = WeightFiles(Path(ref_folder)), WeightFiles(Path(mine_folder))
+def diff_weights(ref_folder: str | Path, mine_folder: str | Path, ref_files=None, mine_files=None) -> WeightDiff:
+    """ref_files / mine_files: the loaded models' weight files (a GGUF's HF-named view), else read from the folders."""
+    ref = ref_files if ref_files is not None else WeightFiles(Path(ref_folder))
+    mine = mine_files if mine_files is not None else WeightFiles(Path(mine_folder))
     out = WeightDiff(str(ref_folder), str(mine_folder))
     mine_names = set(mine.names())
     for name in ref.names():

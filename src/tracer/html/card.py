@@ -9,6 +9,7 @@ CARD_ROWS = (("name", "name"), ("family", "family"), ("route", "route"), ("param
              ("d_head", "d_head"), ("d_ff", "d_ff"), ("vocabulary", "vocab"), ("attention", "attention"),
              ("positions", "positions"), ("norm", "norm"), ("MLP", "mlp"), ("residual", "residual"),
              ("tied embeddings", "tied_embeddings"), ("output", "head"), ("weights stored as", "weight_dtype"),
+             ("quantization", "quantization"),
              ("computed in", "compute_dtype"))
 
 

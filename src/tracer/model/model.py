@@ -33,6 +33,13 @@ POSITION_RULES = ("auto", "mask", "index")
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
+def is_gguf(path: Path) -> bool:
+    """A GGUF file: by its name, or by its first four bytes."""
+    from tracer.model.gguf_open import is_gguf as check
+
+    return check(path)
+
+
 class Model:
     unused_weights: tuple[str, ...] = ()  # float tensors no step reads (only with allow_unused)
 
@@ -229,6 +236,10 @@ def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = Fa
     folder = Path(path)
     if dtype not in DTYPES:
         raise TracerError(f"dtype {dtype!r} is not supported", hint="use float32 or float64")
+    if is_gguf(folder):  # a GGUF file (issue 17); the lead's open_checkpoint will choose the reader
+        from tracer.model.gguf_open import load_gguf_model
+
+        return load_gguf_model(folder, dtype, allow_unused)
     if folder.is_file():
         if folder.suffix in _PICKLE_SUFFIXES:
             raise TracerError(f"{folder}: a pickle checkpoint; tracer never unpickles files",

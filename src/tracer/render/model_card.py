@@ -22,6 +22,8 @@ def render_model_card(card: dict, number: int = 1, warnings: list[dict] | None =
     what.add_row("attention", card["attention"])
     if card.get("head"):
         what.add_row("output", card["head"])
+    if card.get("quantization"):
+        what.add_row("quantization", card["quantization"])
     enc = card.get("encoder")
     if enc:
         what.add_row("encoder", f"{enc['n_layers']} layers, {enc['n_heads']} heads, d_ff {enc['d_ff']} {enc['mlp']}; "

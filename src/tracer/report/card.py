@@ -135,7 +135,21 @@ def model_card(meta: dict) -> dict:
         "tied_embeddings": spec.get("tied_embeddings"), "head": head_text(spec),
         "encoder": _encoder_card(spec.get("encoder")),
         "rope_scaling": rope_scaling_text(spec),
+        "quantization": quantization_text(m.get("quantization")),
     }
+
+
+def quantization_text(q: dict | None) -> str | None:
+    """A GGUF file's ggml types, most parameters first: "Q4_K 4.5 bpw (121), Q6_K 6.56 bpw (25), F32 (65);
+    4.89 bits per weight" (None for a safetensors checkpoint)."""
+    if not q or not q.get("types"):
+        return None
+    parts = []
+    for name, row in sorted(q["types"].items(), key=lambda kv: -kv[1].get("params", 0)):  # a saved trace sorts keys
+        bpw = "" if name in ("F32", "F16", "BF16", "F64") else f" {row.get('bits_per_weight', 0):.3g} bpw"
+        parts.append(f"{name}{bpw} ({row.get('tensors', 0)})")
+    kind = f"{q['file_type']}: " if q.get("file_type") else ""
+    return f"{kind}{', '.join(parts)}; {q.get('bits_per_weight', 0):.3g} bits per weight"
 
 
 def _encoder_card(enc: dict | None) -> dict | None:
