@@ -19,6 +19,7 @@ from tracer.cost.params import parameter_groups
 from tracer.cost.routes import pass_costs
 from tracer.cost.summary import crossovers, kv_cache_bytes
 from tracer.engine.forward import ForwardInputs, forward
+from tracer.engine.ports import ArrayWeights
 from tracer.trace import Recorder
 
 BERT = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2,
@@ -40,9 +41,10 @@ def spec_of(cfg: dict):
     return replace(spec, pooling=PoolingSpec()) if spec.head == "none" else spec  # the loader reads it from disk
 
 
-def random_weights(spec) -> dict:
+def random_weights(spec) -> ArrayWeights:
     rng = np.random.default_rng(0)
-    return {name: (0.1 * rng.standard_normal(shape)).astype(np.float32) for name, shape in expected_shapes(spec).items()}
+    return ArrayWeights({name: (0.1 * rng.standard_normal(shape)).astype(np.float32)
+                         for name, shape in expected_shapes(spec).items()})
 
 
 def inputs(spec, batch: int, n: int, n_dec: int) -> ForwardInputs:
