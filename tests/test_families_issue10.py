@@ -97,12 +97,12 @@ def test_plain_models_have_no_rope_scaling_line_and_skip_absent_steps_in_the_bud
 @pytest.mark.parametrize("name", ["qwen3", "olmo2", "starcoder2", "phi", "gemma2", "gemma3_text", "opt-350m",
                                   "mixtral", "qwen3_moe", "qwen2_moe", "qwen3_moe-dense", "phi-qk"])
 def test_shape_flow_knows_the_inputs_of_every_new_step(name):
-    from tracer.report.flow import step_inputs
+    from tracer.report.flow import inputs_by_step
 
     model = load_model(model_dir(name))
     t = model.run(ids=[[3, 4, 5]])
-    present, spec = set(t.names()), model.spec.to_dict()
-    assert [n for n in t.names() if not n.startswith("input.") and not step_inputs(n, present, spec)] == []
+    inputs = inputs_by_step(model.spec, set(t.names()))
+    assert [n for n in t.names() if not n.startswith("input.") and not inputs.get(n)] == []
 
 
 # ---------- mixture of experts ----------

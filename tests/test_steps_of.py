@@ -1,0 +1,33 @@
+"""arch.steps_of is the one description of a pass: the engine records exactly its steps, in its order."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import MODELS
+from tracer import load_model
+from tracer.arch.steps_of import pass_steps, pass_templates
+from tracer.steps import describe
+
+FIXTURES = sorted(p.name for p in MODELS.iterdir() if (p / "config.json").is_file())
+
+
+@pytest.fixture(scope="module", params=FIXTURES)
+def run(request):
+    model = load_model(MODELS / request.param)
+    return model, model.run(ids=[[5, 17, 42, 7]])
+
+
+def test_the_engine_records_the_described_steps_in_order(run):
+    model, trace = run
+    assert [s.name for s in trace.steps] == [s.name for s in pass_steps(model.spec)]
+
+
+def test_every_described_step_reads_only_earlier_steps_and_is_in_the_catalogue(run):
+    model, _ = run
+    seen: set[str] = set()
+    for step in pass_steps(model.spec):
+        assert describe(step.name) is not None, step.name
+        assert set(step.inputs) <= seen, (step.name, set(step.inputs) - seen)
+        seen.add(step.name)
+    assert all(describe(t.replace("{i}", "0")) for t in pass_templates(model.spec))
