@@ -202,7 +202,8 @@ def _masked_op(bias) -> str:
 
 def _cached_keys_values(q, source, W: Weights, a, src, spec, rope, rec: StepSink, cache: LayerCache, cross: bool):
     """With a cache: self-attention appends the new positions' keys (rotated) and values and returns all of them;
-    cross-attention projects the encoder output once and then reuses it. Recorded `k`/`k_rot`/`v` are the whole cache."""
+    cross-attention projects the encoder output once and then reuses it. The last key step recorded (`k`, `k_norm`
+    or `k_rot`) and `v` are the whole cache."""
     if cross and cache.cross_k is not None:
         k = rec(a + "k", cache.cross_k, _BKEP, f"cached: {affine_op(src, 'k', W, a)}, computed at the first step")
         v = rec(a + "v", cache.cross_v, _BKEP, f"cached: {affine_op(src, 'v', W, a)}, computed at the first step")
@@ -213,18 +214,29 @@ def _cached_keys_values(q, source, W: Weights, a, src, spec, rope, rec: StepSink
         cache.cross_k, cache.cross_v = k, v
         k = rec(a + "k", k, _BKEP, affine_op(src, "k", W, a) + ", split into kv heads, cached for every step")
         return q, k, rec(a + "v", v, _BKEP, affine_op(src, "v", W, a) + ", split into kv heads, cached for every step")
+    # The keys go k -> k_norm (qk_norm) -> k_rot (rotary), as in the uncached path; the last of these is the
+    # whole cache, the ones before it the new positions only.
     appended = ", appended to the cache (all cached positions)"
+    normed = spec.qk_norm != "none"
+    k_op = affine_op(src, "k", W, a) + ", split into kv heads"
+    if rope is None and not normed:
+        k_all, v_all = cache.extend(k, v)
+        k_all = rec(a + "k", k_all, _BKPD, k_op + appended)
+        return q, k_all, rec(a + "v", v_all, _BKPD, affine_op(src, "v", W, a) + ", split into kv heads" + appended)
+    rec(a + "k", k, _BKPD, k_op + " (the new positions, before " + ("rotary" if rope is not None else "the norm") + ")")
+    if normed:  # the new positions' keys, normed before rotary and the cache
+        k = qk_norm(k, W, a + "k_norm", spec)
+        if rope is not None:
+            k = rec(a + "k_norm", k, _BKPD, _qk_norm_op(spec))
     if rope is not None:
         cos, sin = rope
-        rec(a + "k", k, _BKPD, affine_op(src, "k", W, a) + ", split into kv heads (the new positions, before rotary)")
-        if spec.qk_norm != "none":  # the new positions' keys, normed before rotary and the cache
-            k = rec(a + "k_norm", qk_norm(k, W, a + "k_norm", spec), _BKPD, _qk_norm_op(spec))
         q = rec(a + "q_rot", apply_rotary(q, cos, sin), _BHPD, f"rotate first {cos.shape[-1]} dims by position")
-        k_all, v_all = cache.extend(apply_rotary(k, cos, sin), v)
+        k = apply_rotary(k, cos, sin)
+    k_all, v_all = cache.extend(k, v)
+    if rope is not None:
         k_all = rec(a + "k_rot", k_all, _BKPD, f"rotate first {cos.shape[-1]} dims by position" + appended)
     else:
-        k_all, v_all = cache.extend(k, v)
-        k_all = rec(a + "k", k_all, _BKPD, affine_op(src, "k", W, a) + ", split into kv heads" + appended)
+        k_all = rec(a + "k_norm", k_all, _BKPD, _qk_norm_op(spec) + appended)
     return q, k_all, rec(a + "v", v_all, _BKPD, affine_op(src, "v", W, a) + ", split into kv heads" + appended)
 
 
