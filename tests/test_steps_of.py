@@ -31,3 +31,19 @@ def test_every_described_step_reads_only_earlier_steps_and_is_in_the_catalogue(r
         assert set(step.inputs) <= seen, (step.name, set(step.inputs) - seen)
         seen.add(step.name)
     assert all(describe(t.replace("{i}", "0")) for t in pass_templates(model.spec))
+
+
+def test_the_diff_reads_the_data_flow_of_the_traces_spec():
+    """With a spec in the trace, the diff's inputs are the description's; a step the dump lacks is replaced
+    by what it read (the name-only table knew no q/k norms: q_rot read q, not q_norm)."""
+    from tracer.diff.profile import plan_of, step_inputs
+
+    trace = load_model(MODELS / "qwen3").run(ids=[[5, 17, 42]])
+    order, plan = trace.names(), plan_of(trace)
+    assert step_inputs("blocks.0.attn.q_rot", order, plan=plan) == ["blocks.0.attn.q_norm"]
+    assert step_inputs("blocks.0.attn.q_rot", order) == ["blocks.0.attn.q"]
+    without = set(order) - {"blocks.0.attn.q_norm"}
+    assert step_inputs("blocks.0.attn.q_rot", order, without, plan) == ["blocks.0.attn.q"]
+    partial = set(order) - {"blocks.0.resid_mid"}  # a dump without resid_mid: the residual's own inputs
+    assert step_inputs("blocks.0.ln2.out", order, partial, plan) == ["embed.out", "blocks.0.attn.out"]
+    assert plan_of(type(trace)(trace.steps, {"model": {"spec": {"family": "x"}}})) is None
