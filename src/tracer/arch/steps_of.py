@@ -78,14 +78,16 @@ def attention_steps(spec: Spec, p: str, x: str, mask: str, part: str = "attn", m
         out += [_step(p, part + ".q_norm", [q], "qk_norm"), _step(p, part + ".k_norm", [k], "qk_norm")]
         q, k = a + "q_norm", a + "k_norm"
     if spec.positions == "rotary" and memory is None:
-        out += [_step(p, part + ".q_rot", [q], "positions == rotary"), _step(p, part + ".k_rot", [k], "positions == rotary")]
+        rotary = "positions == rotary"
+        out += [_step(p, part + ".q_rot", [q], rotary), _step(p, part + ".k_rot", [k], rotary)]
         q, k = a + "q_rot", a + "k_rot"
     bias = None
     if spec.relative_bias is not None and memory is None:
         out.append(_step(p, part + ".position_bias", when="relative_bias"))
         bias = a + "position_bias"
     if spec.attn_softcap is not None and memory is None:
-        out += [_step(p, part + ".scores.raw", [q, k, bias], "attn_softcap"), _step(p, part + ".scores", [a + "scores.raw"])]
+        out += [_step(p, part + ".scores.raw", [q, k, bias], "attn_softcap"),
+                _step(p, part + ".scores", [a + "scores.raw"])]
     else:
         out.append(_step(p, part + ".scores", [q, k, bias]))
     out += [_step(p, part + ".mask", [mask]),
