@@ -70,7 +70,9 @@ class RowStep:
 
 
 @dataclass
-class Step:
+class DecodeStep:
+    """One step of a generation (0: the prefill): the cache before and after, each row's choice."""
+
     t: int
     cache_before: int
     cache_after: int
@@ -92,7 +94,7 @@ class Row:
 @dataclass
 class Generation:
     rows: list[Row]
-    steps: list[Step]
+    steps: list[DecodeStep]
     prefill: dict
     eos_ids: list[int]
     sampling: Sampling
@@ -175,7 +177,7 @@ def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Seque
     layer = _panel_layer(spec, options.panel_layer)
     rec, keep, reduced = _recorder(model, n_rows, prompt_len, b, options)
     rows = [Row([t["id"] for t in row if not t.get("pad")]) for row in b.tokens]
-    steps: list[Step] = []
+    steps: list[DecodeStep] = []
     dec_ids, full_mask = dec0.ids, dec0.attention_mask
     pad = model._pad_id()
     with np.errstate(over="ignore", under="ignore"):
@@ -197,7 +199,7 @@ def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Seque
             seconds = time.perf_counter() - start
             recompute = _recompute(model, b, dec_ids, full_mask, logits) if options.check_cache else None
             step_rows = _choose_all(rows, logits, options, rng, t, fed, positions, cache.past, recompute, eos, model.tokenizer)
-            steps.append(Step(t, before, cache.past, seconds, step_rows, _panel(cache, spec, layer, before),
+            steps.append(DecodeStep(t, before, cache.past, seconds, step_rows, _panel(cache, spec, layer, before),
                               float(np.abs(logits).max()), logits.copy() if options.keep_logits else None))
             if all(row.stop is not None for row in rows):
                 break
