@@ -167,7 +167,7 @@ def test_a_real_encoder_checkpoint_all_minilm_l6_v2():
     """Parameters counted from the config equal the float tensors in the file, less the pooler the engine ignores."""
     from pathlib import Path
 
-    from test_cost_counts import safetensors_float_parameters
+    from fixture_tools import safetensors_float_parameters
 
     from tracer.arch import bert
     from tracer.cli.cost_cmd import spec_from_path
