@@ -16,7 +16,6 @@ config) and, for `hf`, the family and each step's transformers module.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path

@@ -120,8 +120,8 @@ def _bert_like(base: str, head: dict[str, Source]) -> dict[str, Source]:
     layer = f"{base}.encoder.layer.{{i}}"
     names: dict[str, Source] = {
         "embed.tokens": (f"{base}.embeddings.word_embeddings", "output"),
+        "embed.token_types": (f"{base}.embeddings.token_type_embeddings", "output"),  # added before positions
         "embed.positions": (f"{base}.embeddings.position_embeddings", "output"),
-        "embed.token_types": (f"{base}.embeddings.token_type_embeddings", "output"),
         "embed.out": (f"{base}.embeddings", "output"),  # LayerNorm(tokens + types + positions), dropout off
         "blocks.{i}.attn.q": (f"{layer}.attention.self.query", "output"),
         "blocks.{i}.attn.k": (f"{layer}.attention.self.key", "output"),
