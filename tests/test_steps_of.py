@@ -64,11 +64,7 @@ class _Config(dict):
         return dict(self)
 
 
-_OPT_POST_NORM = pytest.mark.xfail(strict=True, reason="the opt table lists ln1.out before attention, where a "
-                                   "pre-norm OPT has it; OPT-350m norms after attention (a capture order defect)")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_OPT_POST_NORM) if n == "opt-350m" else n for n in FIXTURES])
+@pytest.mark.parametrize("name", FIXTURES)
 def test_the_transformers_names_list_the_engines_steps_in_its_order(name):
     """Every step a capture records (names.hf through capture.step_order, the config's conditions applied) is
     a step the engine records, in the engine's order."""

@@ -38,10 +38,10 @@ import re
 
 from tracer.names.hf_base import BASE_CONDITIONS, BASE_NAMES, Source
 from tracer.names.hf_decoders import (DECODER_CONDITIONS, DECODER_HEADS_FIRST, DECODER_LAYER_CONDITIONS, DECODER_NAMES,
-                                      OPT_CONDITIONS, opt_with_projections)
+                                      OPT_CONDITIONS, ORDER_BY_CONFIG, opt_with_projections)
 
 __all__ = ["CONDITIONS", "ENCODER_DECODER", "ENCODER_ONLY", "FUSED_QKV", "HEADLESS_PREFIX", "HEADS_FIRST", "HF_NAMES",
-           "LAYER_CONDITIONS", "Source", "hf_module", "hf_source", "step_for_module"]
+           "LAYER_CONDITIONS", "Source", "hf_module", "hf_source", "names_in_order", "step_for_module"]
 
 # How a fused q/k/v output is laid out on its last axis.
 #   "blocks":     [q (heads*d) ; k (kv_heads*d) ; v (kv_heads*d)]    gpt2 c_attn, phi3 qkv_proj
@@ -69,6 +69,12 @@ LAYER_CONDITIONS: dict[tuple[str, str], object] = dict(DECODER_LAYER_CONDITIONS)
 
 # (family, template) whose module output is already [batch, heads, pos, d_head] (normed after the transpose)
 HEADS_FIRST: frozenset[tuple[str, str]] = frozenset(DECODER_HEADS_FIRST)
+
+
+def names_in_order(family: str, config) -> dict[str, Source]:
+    """The family's table in the execution order of this config (OPT-350m norms after attention)."""
+    reorder = ORDER_BY_CONFIG.get(family)
+    return reorder(HF_NAMES[family], config) if reorder is not None else HF_NAMES[family]
 
 
 _BLOCK = re.compile(r"^((?:encoder|decoder)\.)?blocks\.(\d+)\.(.+)$")

@@ -161,6 +161,23 @@ def opt_with_projections(opt: dict[str, Source]) -> dict[str, Source]:
     return out
 
 
+def opt_order(names: dict[str, Source], config) -> dict[str, Source]:
+    """The same table in this config's execution order: a post-norm OPT (OPT-350m) norms after attention,
+    so ln1.out (self_attn_layer_norm) comes after attn.out rather than before attn.q."""
+    if getattr(config, "do_layer_norm_before", True):
+        return names
+    out = {t: s for t, s in names.items() if t != "blocks.{i}.ln1.out"}
+    ordered: dict[str, Source] = {}
+    for template, source in out.items():
+        ordered[template] = source
+        if template == "blocks.{i}.attn.out":
+            ordered["blocks.{i}.ln1.out"] = names["blocks.{i}.ln1.out"]
+    return ordered
+
+
+# family -> (table, config) -> the table in that config's execution order, where the config changes it
+ORDER_BY_CONFIG = {"opt": opt_order}
+
 OPT_CONDITIONS: dict[tuple[str, str], object] = {
     ("opt", "final_norm.out"): _opt_final_norm,
     # post-norm: final_layer_norm reads resid_mid's output + mlp.out, not resid_mid
