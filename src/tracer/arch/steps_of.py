@@ -1,8 +1,9 @@
 """The steps a Spec's forward pass records: names in the engine's order, what each reads, which spec flag makes it.
 
 This is the one description of a pass. The keep policy (model.keep), the cost counts (cost.counts), the shape
-flow's inputs (report.flow) and the diff's data flow (diff.profile) derive from it, and a test runs every
-fixture through the engine and checks that it records exactly these names in this order.
+flow's inputs (report.flow) and the diff's data flow (diff.profile, when a trace carries its spec) derive from
+it. tests/test_steps_of.py runs every fixture through the engine and checks that it records exactly these
+names in this order, and that the transformers names (names.hf, as a capture lists them) follow the same order.
 
 A block's steps are listed with their names local to the block (`attn.q`), their inputs as full step names,
 and `when`: the spec field that decides whether the step exists ("" = always).

@@ -66,9 +66,8 @@ def record_inputs(inputs: ForwardInputs, spec: Spec, rec: StepSink, prefix: str 
         rec(prefix + "token_types", inputs.token_types, _BT, "segment ids (0 = first text, 1 = second)")
 
 
-def run_stack(inputs: ForwardInputs, W: Weights, spec: Spec, rec: StepSink, prefix: str, masks: dict[int | None,
-              MaskParts],
-              override: MaskOverride | None = None, memory: np.ndarray | None = None,
+def run_stack(inputs: ForwardInputs, W: Weights, spec: Spec, rec: StepSink, prefix: str,
+              masks: dict[int | None, MaskParts], override: MaskOverride | None = None, memory: np.ndarray | None = None,
               memory_mask: np.ndarray | None = None, cache: KVCache | None = None) -> np.ndarray:
     """Embed and run every block of one stack -> [batch, pos, d_model] (after its final norm, if any).
 

@@ -22,6 +22,8 @@ class Weights(Protocol):
 
     def __contains__(self, name: object) -> bool: ...  # asks whether an optional tensor (a bias) exists
 
+    def get(self, name: str, default=None) -> np.ndarray | None: ...  # an optional tensor (a bias), or default
+
     def rows(self, name: str, index: np.ndarray) -> np.ndarray: ...  # W[name][index], reading only those rows
 
 

@@ -274,7 +274,7 @@ class _LogitsOnly(NullRecorder):
 
 
 class _Prefixed:
-    """A decoding step's sink: each name under `decode.{t}.` (see docs: generation), recorded by `rec`."""
+    """A decoding step's sink: `rec` records each name under `decode.{t}.`."""
 
     def __init__(self, rec: Recorder, prefix: str):
         self.rec, self.prefix = rec, prefix
