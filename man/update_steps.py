@@ -43,8 +43,8 @@ projections, mixture\-of\-experts routing).
 \fIt\fR under \fBdecode.\fR\fIt\fR\fB.\fR + the same names (\fBdecode.3.blocks.0.attn.scores\fR,
 \fBdecode.3.logits\fR), where \fBpos\fR and \fBq_len\fR are 1 (the new position), except that the
 cache steps hold the whole cache after appending the new position: \fBattn.v\fR and the keys the
-scores read (\fBattn.k\fR, or \fBattn.k_rot\fR in rotary models, whose \fBattn.k\fR is the new
-position before rotation) are \fI[batch, kv_heads, past + 1, d_head]\fR, and \fBattn.scores\fR,
+scores read (\fBattn.k_rot\fR in rotary models, else \fBattn.k_norm\fR in models with a key norm,
+else \fBattn.k\fR; the key steps before it hold the new position only) are \fI[batch, kv_heads, past + 1, d_head]\fR, and \fBattn.scores\fR,
 \fBattn.mask\fR and \fBattn.weights\fR are the one new query row \fI[batch, heads, 1, past + 1]\fR.
 In encoder\-decoder models the encoder steps appear in the prefill only, and \fBcross_attn.k\fR and
 \fBcross_attn.v\fR of every step are the keys and values cached at step 0.

@@ -11,75 +11,25 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tracer.names import hf as hf_names
+from hf_capture import build_fixtures, hf_forward, hf_model, load_builder, prompt_ids
 from tracer.errors import TracerError
+from tracer.names import hf as hf_names
 from tracer.steps import describe
 
-ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "gemma", "phi3", "gpt_neox", "opt")
 GATED = {"llama", "mistral", "qwen2", "gemma", "phi3"}
-
-
-def load_builder():
-    spec = importlib.util.spec_from_file_location("build_fixtures", ROOT / "fixtures" / "build_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def build_fixtures(tmp_path_factory, names, write) -> dict:
-    """{name: folder} of freshly built fixtures; `write(builder, folder)` adds the references or prompts."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    builder = load_builder()
-    torch.set_num_threads(1)
-    builder.quiet_transformers()
-    out = tmp_path_factory.mktemp("fixtures")
-    base = builder.train_tokenizer()
-    folders = {}
-    for name in names:
-        folders[name] = builder.build_model(name, out, base)
-        write(builder, folders[name])
-    return folders
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """{family: folder} of freshly built fixtures (weights, tokenizer, references)."""
     return build_fixtures(tmp_path_factory, FAMILIES, lambda builder, folder: builder.write_references(folder))
-
-
-def _prompt_ids(folder: Path) -> list[list[int]]:
-    return [json.loads((folder / "prompts.json").read_text())["reference"]["ids"]]
-
-
-def _model(folder: Path, dtype="float32"):
-    from tracer.capture.hf import load_model
-
-    return load_model(folder, dtype)
-
-
-def _forward(folder: Path, ids, mask=None):
-    """(model, step arrays from hooks, step arrays from transformers' outputs) of one float32 forward."""
-    import torch
-    from tracer.capture.hf import opt_positions, run_forward
-    from tracer.engine.masks import positions_from_mask
-
-    model, family = _model(folder)
-    ids = np.asarray(ids, dtype=np.int64)
-    mask = np.ones_like(ids) if mask is None else np.asarray(mask, dtype=np.int64)
-    positions = opt_positions(mask) if family == "opt" else positions_from_mask(mask)
-    with torch.inference_mode():
-        hooks, outputs = run_forward(model, family, ids, mask, positions)
-    return model, {k: v[0] for k, v in hooks.items()}, {k: v[0] for k, v in outputs.items()}
 
 
 # ---------- names, axes, shapes ----------
@@ -91,13 +41,13 @@ def test_steps_follow_the_catalogue(built, family):
     from tracer.capture import capture
 
     folder = built[family]
-    trace = capture(folder, _prompt_ids(folder))
+    trace = capture(folder, prompt_ids(folder))
     config = json.loads((folder / "config.json").read_text())
-    model, _ = _model(folder)
+    model, _ = hf_model(folder)
     from tracer.capture.hf import head_sizes
 
     heads, kv_heads, d_head = head_sizes(model.config)
-    T = len(_prompt_ids(folder)[0])
+    T = len(prompt_ids(folder)[0])
     d_ff = config.get("intermediate_size") or config.get("n_inner") or config.get("ffn_dim")
     sizes = {"batch": 1, "pos": T, "q_len": T, "kv_len": T, "d_model": model.config.hidden_size, "heads": heads, "kv_heads": kv_heads,
              "d_head": d_head, "d_ff": d_ff, "vocab": config["vocab_size"]}  # fmt: skip
@@ -125,7 +75,7 @@ def test_every_expected_step_is_there_in_execution_order(built, family):
     from tracer.capture import capture
 
     folder = built[family]
-    names = capture(folder, _prompt_ids(folder)).names()
+    names = capture(folder, prompt_ids(folder)).names()
     n_layers = json.loads((folder / "config.json").read_text()).get("num_hidden_layers") or 2
     block = ["ln1.out", "attn.q", "attn.k", "attn.v", "attn.weights", "attn.out", "ln2.out", "mlp.pre", "mlp.post", "mlp.out", "resid_post"]
     block += ["resid_mid"] if family != "gpt_neox" else []  # parallel residual: no stream between the sublayers
@@ -149,7 +99,7 @@ def test_every_expected_step_is_there_in_execution_order(built, family):
 @pytest.mark.live
 @pytest.mark.parametrize("family", FAMILIES)
 def test_hf_names_point_at_real_modules(built, family):
-    model, _ = _model(built[family])
+    model, _ = hf_model(built[family])
     modules = dict(model.named_modules())
     from tracer.capture.hf import _condition_holds
 
@@ -170,7 +120,7 @@ def test_hf_names_point_at_real_modules(built, family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_hidden_states_equal_hooks(built, family):
     folder = built[family]
-    _, hooks, outputs = _forward(folder, _prompt_ids(folder))
+    _, hooks, outputs = hf_forward(folder, prompt_ids(folder))
     n_layers = len([k for k in outputs if k.endswith(".attn.weights")])
     expected = {"embed.out", "final_norm.out", "logits"} | {f"blocks.{i}.resid_post" for i in range(n_layers - 1)}
     expected |= {f"blocks.{i}.attn.weights" for i in range(n_layers)}
@@ -191,7 +141,7 @@ def test_split_q_k_v_reproduce_attention(built, family):
     import torch
 
     folder = built[family]
-    model, hooks, _ = _forward(folder, _prompt_ids(folder))
+    model, hooks, _ = hf_forward(folder, prompt_ids(folder))
     T = hooks["blocks.0.attn.q"].shape[2]
     for i in range(model.config.num_hidden_layers):
         q, k, v = (torch.from_numpy(hooks[f"blocks.{i}.attn.{p}"]) for p in "qkv")
@@ -226,7 +176,7 @@ def test_mlp_pieces_reproduce_the_activation(built, family):
     from transformers.activations import ACT2FN
 
     folder = built[family]
-    model, hooks, _ = _forward(folder, _prompt_ids(folder))
+    model, hooks, _ = hf_forward(folder, prompt_ids(folder))
     config = model.config
     act = ACT2FN[getattr(config, "hidden_act", None) or getattr(config, "activation_function")]
     for i in range(config.num_hidden_layers):
@@ -265,7 +215,7 @@ def test_float64_capture_is_float64_and_close_to_float32(built):
     from tracer.capture import capture
 
     folder = built["llama"]
-    t32, t64 = capture(folder, _prompt_ids(folder)), capture(folder, _prompt_ids(folder), dtype="float64")
+    t32, t64 = capture(folder, prompt_ids(folder)), capture(folder, prompt_ids(folder), dtype="float64")
     assert t64["logits"].dtype == np.float64 and t32["logits"].dtype == np.float32
     assert t64["input.ids"].dtype == np.int64
     np.testing.assert_allclose(t32["logits"], t64["logits"], atol=1e-4)
@@ -300,12 +250,12 @@ def test_widened_float64_rmsnorm_and_softmax(built, family):
     from tracer.capture import capture
 
     folder = built[family]
-    model, _ = _model(folder, "float64")
+    model, _ = hf_model(folder, "float64")
     weight = model.model.layers[0].input_layernorm.weight.detach().numpy()
     gain = 1.0 + weight if family == "gemma" else weight
     eps = model.config.rms_norm_eps
     for widen in (True, False):
-        trace = capture(folder, _prompt_ids(folder), dtype="float64", widen_float32=widen)
+        trace = capture(folder, prompt_ids(folder), dtype="float64", widen_float32=widen)
         x = trace["embed.out"]
         expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * gain
         norm_error = np.abs(trace["blocks.0.ln1.out"] - expected).max()
@@ -374,7 +324,7 @@ def test_vector_parameters_are_perturbed(built):
     import torch
 
     for family in ("gemma", "gpt2", "qwen2"):
-        model, _ = _model(built[family])
+        model, _ = hf_model(built[family])
         for name, p in model.named_parameters():
             if p.ndim == 1:
                 neutral = torch.zeros_like(p) if ("bias" in name or family == "gemma") else torch.ones_like(p)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import fnmatch
-import json
 import math
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +10,7 @@ import pytest
 
 import conftest
 from conftest import FAMILIES, MODELS, VARIANTS, model_dir
+from fixture_tools import safetensors_float_parameters
 from tracer.arch.registry import adapter_for
 from tracer.arch.spec import RopeSpec, Spec
 from tracer.checkpoint.config import read_config
@@ -109,21 +107,6 @@ def test_kept_pairs_equal_the_engines_masks():
 
 
 # ---------- against real checkpoints and the engine ----------
-
-def safetensors_float_parameters(folder: Path, ignored: tuple[str, ...] = ()) -> int:
-    """Count float tensor elements straight from the safetensors headers, less names the adapter ignores."""
-    total = 0
-    for f in folder.glob("*.safetensors"):
-        if f.name.startswith("reference"):
-            continue
-        raw = f.read_bytes()
-        (n,) = struct.unpack("<Q", raw[:8])
-        header = json.loads(raw[8:8 + n])
-        total += sum(math.prod(e["shape"]) for k, e in header.items()
-                     if k != "__metadata__" and e["dtype"] in ("F16", "BF16", "F32", "F64")
-                     and not any(fnmatch.fnmatch(k, pattern) for pattern in ignored))
-    return total
-
 
 ENCODERS = tuple(getattr(conftest, "ENCODERS", ()))  # the encoder and encoder-decoder fixtures, once there are any
 

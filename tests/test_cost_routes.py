@@ -19,6 +19,7 @@ from tracer.cost.params import parameter_groups
 from tracer.cost.routes import pass_costs
 from tracer.cost.summary import crossovers, kv_cache_bytes
 from tracer.engine.forward import ForwardInputs, forward
+from tracer.engine.ports import ArrayWeights
 from tracer.trace import Recorder
 
 BERT = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2,
@@ -40,9 +41,10 @@ def spec_of(cfg: dict):
     return replace(spec, pooling=PoolingSpec()) if spec.head == "none" else spec  # the loader reads it from disk
 
 
-def random_weights(spec) -> dict:
+def random_weights(spec) -> ArrayWeights:
     rng = np.random.default_rng(0)
-    return {name: (0.1 * rng.standard_normal(shape)).astype(np.float32) for name, shape in expected_shapes(spec).items()}
+    return ArrayWeights({name: (0.1 * rng.standard_normal(shape)).astype(np.float32)
+                         for name, shape in expected_shapes(spec).items()})
 
 
 def inputs(spec, batch: int, n: int, n_dec: int) -> ForwardInputs:
@@ -165,7 +167,7 @@ def test_a_real_encoder_checkpoint_all_minilm_l6_v2():
     """Parameters counted from the config equal the float tensors in the file, less the pooler the engine ignores."""
     from pathlib import Path
 
-    from test_cost_counts import safetensors_float_parameters
+    from fixture_tools import safetensors_float_parameters
 
     from tracer.arch import bert
     from tracer.cli.cost_cmd import spec_from_path

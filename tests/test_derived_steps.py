@@ -75,7 +75,7 @@ def test_the_memory_policy_counts_masked_scores_as_free_only_while_derivable(len
 
 @pytest.mark.parametrize("name", FAMILIES + VARIANTS + ENCODERS + SEQ2SEQ + ("qwen2_moe", "phi-qk", "qwen3_moe-dense"))
 def test_the_memory_policy_sizes_exactly_the_steps_the_model_records(name):
-    """keep_policy.produced must know every model: a step it counts but the model never records makes the
+    """The memory policy must know every model (arch.steps_of): a step it counts but the model never records makes the
     default policy drop tensors that would have fit; one it misses lets a long input pass the budget."""
     from tracer.model.keep import step_sizes
 

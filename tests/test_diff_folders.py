@@ -3,9 +3,9 @@
 import json
 import shutil
 
-import numpy as np
 import pytest
 from conftest import FAMILIES, model_dir
+from fixture_tools import perturbed_copy
 from safetensors.numpy import load_file, save_file
 from typer.testing import CliRunner
 
@@ -14,18 +14,6 @@ from tracer.diff.weights import diff_weights
 
 runner = CliRunner()
 PROMPT = "早上好, the cat sleeps."
-
-
-def perturbed_copy(src, dst, tensor: str, scale: float = 0.05, seed: int = 0):
-    """Copy a checkpoint folder and add noise to one tensor in whichever shard holds it."""
-    shutil.copytree(src, dst)
-    index = dst / "model.safetensors.index.json"
-    shard = json.loads(index.read_text())["weight_map"][tensor] if index.is_file() else "model.safetensors"
-    tensors = load_file(str(dst / shard))
-    w = tensors[tensor]
-    tensors[tensor] = (w + np.random.default_rng(seed).standard_normal(w.shape).astype(w.dtype) * scale * np.abs(w).mean()).astype(w.dtype)
-    save_file(tensors, str(dst / shard), metadata={"format": "pt"})
-    return dst
 
 
 def _diff_json(*args):

@@ -42,7 +42,7 @@ def test_capture_from_transformers_agrees_with_tracer(tmp_path, family):
 
 
 def test_capture_sees_a_perturbed_copy_diverge_at_its_mlp(tmp_path):
-    from test_diff_folders import perturbed_copy
+    from fixture_tools import perturbed_copy
 
     mine = perturbed_copy(model_dir("llama"), tmp_path / "mine", "model.layers.1.mlp.down_proj.weight")
     out = tmp_path / "hf.safetensors"

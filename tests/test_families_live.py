@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_capture_live import _forward, _model, _prompt_ids, build_fixtures
+from hf_capture import build_fixtures, hf_forward, hf_model, prompt_ids
 from tracer.names import hf as hf_names
 from tracer.steps import describe
 
@@ -25,7 +25,7 @@ def built(tmp_path_factory):
 def test_hf_names_point_at_real_modules_when_their_condition_holds(built, name):
     from tracer.capture.hf import _condition_holds, _in_layer
 
-    model, family = _model(built[name])
+    model, family = hf_model(built[name])
     modules = dict(model.named_modules())
     for template, (module, _) in hf_names.HF_NAMES[family].items():
         if _condition_holds(family, template, model.config):
@@ -36,7 +36,7 @@ def test_hf_names_point_at_real_modules_when_their_condition_holds(built, name):
 
 @pytest.mark.parametrize("name", NEW)
 def test_hooks_agree_with_transformers_outputs_and_follow_the_catalogue(built, name):
-    model, hooks, outputs = _forward(built[name], _prompt_ids(built[name]))
+    model, hooks, outputs = hf_forward(built[name], prompt_ids(built[name]))
     for step in sorted(set(hooks) & set(outputs)):
         np.testing.assert_array_equal(hooks[step], outputs[step], err_msg=step)
     for step, array in {**hooks, **outputs}.items():
@@ -47,11 +47,11 @@ def test_hooks_agree_with_transformers_outputs_and_follow_the_catalogue(built, n
 @pytest.mark.parametrize("name", NEW)
 def test_captured_steps_have_tracers_values(built, name):
     """Every step the capture takes from a hook equals tracer's own step (float32 tolerance)."""
-    from test_parity import ATOL32, compare
+    from parity_check import ATOL32, compare
     from tracer import load_model
     from tracer.capture import capture
 
-    ids = _prompt_ids(built[name])
+    ids = prompt_ids(built[name])
     ref = capture(built[name], ids)
     ours = load_model(built[name]).run(ids=ids)
     errors = compare(ref, ours, ATOL32)
@@ -64,7 +64,7 @@ def test_llama_with_mlp_bias_matches_transformers(tmp_path):
     """`mlp_bias: true` puts a bias on gate, up and down: all three must be read and applied."""
     torch = pytest.importorskip("torch")
     tf = pytest.importorskip("transformers")
-    from test_parity import ATOL32, compare
+    from parity_check import ATOL32, compare
     from tracer import load_model
     from tracer.capture import capture
 
@@ -92,17 +92,17 @@ def test_llama_with_mlp_bias_matches_transformers(tmp_path):
 def test_left_padded_batch_matches_transformers(built, name, dtype):
     """A left-padded batch captured from transformers now: every step within the parity tolerance, and
     the chosen experts equal token by token."""
-    from test_parity import ATOL32, ATOL64, _run_like, compare
+    from parity_check import ATOL32, ATOL64, compare, run_like
     from tracer import load_model
     from tracer.capture import capture
 
-    rows = [_prompt_ids(built[name])[0], [33, 8, 12, 40]]
+    rows = [prompt_ids(built[name])[0], [33, 8, 12, 40]]
     width = max(len(r) for r in rows)
     ids = [[2] * (width - len(r)) + r for r in rows]  # 2: <pad>
     mask = [[0] * (width - len(r)) + [1] * len(r) for r in rows]
     ref = capture(built[name], ids, attention_mask=mask, dtype=dtype)
     assert ref["input.mask"][1, 0] == 0
-    ours = _run_like(load_model(built[name], dtype=dtype), ref)
+    ours = run_like(load_model(built[name], dtype=dtype), ref)
     errors = compare(ref, ours, ATOL32 if dtype == "float32" else ATOL64)
     assert "logits" in errors
     real = ref["input.mask"].astype(bool)

@@ -1,7 +1,7 @@
 """Issue 10, the rest of the families: qwen2_moe (routed experts plus a gated shared expert, a dense layer),
 qwen3_moe with dense layers (mlp_only_layers, decoder_sparse_step), phi with qk_layernorm. Parity with
 transformers is in test_parity.py (float32, float64, right-padded batch) and the expert choice token by
-token in test_families_issue10.py; here the pieces, the views and the refusals."""
+token in test_family_pieces.py; here the pieces, the views and the refusals."""
 
 import json
 
@@ -98,11 +98,11 @@ def test_routing_view_and_load_skip_the_dense_layer():
 
 
 def test_diff_names_the_first_token_routed_differently_past_a_dense_layer():
-    from test_families_issue10 import _rerouted_copy
+    from fixture_tools import rerouted_copy
     from tracer.diff.compare import compare
 
     ref = load_model(model_dir("qwen2_moe")).run(ids=IDS)
-    mine = _rerouted_copy(ref, block=2, pos=4)
+    mine = rerouted_copy(ref, block=2, pos=4)
     choice = compare(ref, mine).extras["expert_choice"]
     assert (choice["block"], choice["pos"], choice["tokens_rerouted"]) == (2, 4, 1)
 

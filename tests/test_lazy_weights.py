@@ -8,6 +8,7 @@ import numpy as np
 from conftest import model_dir
 from tracer import load_model
 from tracer.checkpoint.weights import LazyWeights
+from tracer.engine.ports import ArrayWeights
 
 
 def test_bf16_model_loads_without_widening_and_reads_float32():
@@ -43,7 +44,7 @@ def test_float64_runs_widen_on_read_and_bias_checks_read_nothing():
 
 def test_lazy_and_eager_runs_agree_exactly():
     model = load_model(model_dir("llama-bf16"))
-    eager = {name: model.weights[name] for name in model.weights}  # a plain dict, as loading used to give
+    eager = ArrayWeights({name: model.weights[name] for name in model.weights})  # a plain dict, as loading used to give
     a = model.run(ids=[[3, 4, 5, 6]])
     model.weights = eager
     b = model.run(ids=[[3, 4, 5, 6]])

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.live
 
 import jax.numpy as jnp  # noqa: E402
 
-from test_mask_live import check_pattern  # noqa: E402
+from mask_check import check_pattern  # noqa: E402
 from tracer.errors import TracerError  # noqa: E402
 from tracer.masks.conventions import canonical_mask  # noqa: E402
 

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.live
 
 import torch.nn.attention.bias  # noqa: E402  (CausalBias lives in a submodule)
 
+from mask_check import check_pattern  # noqa: E402
 from tracer.errors import TracerError  # noqa: E402
 from tracer.masks.conventions import canonical_mask  # noqa: E402
 from tracer.masks.generated import t5_bucket  # noqa: E402
@@ -40,21 +41,6 @@ def sdpa_weights(q, k, mask=None, is_causal=False):
 
 def scores_of(q, k):
     return (q.double() @ k.double().transpose(-1, -2) / np.sqrt(q.shape[-1])).numpy()
-
-
-def check_pattern(result, w: np.ndarray) -> None:
-    live = result.keep.any(-1)
-    assert np.all(w[result.hard & live[..., None]] == 0.0)
-    assert np.all(w[result.keep] > 0.0)
-    for b, h, q in result.fully_masked():
-        outcome = result.row_outcome(b, h, q)
-        row = w[b, h, q]
-        if outcome == "zeros":
-            assert np.all(row == 0.0)
-        elif outcome == "nan":
-            assert np.isnan(row).all()
-        elif outcome == "uniform":
-            assert np.allclose(row, 1.0 / row.size, atol=1e-6)
 
 
 def mask_shapes(B, H, Q, K):

@@ -16,7 +16,7 @@ import pytest
 pytestmark = pytest.mark.live
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
-from test_mask_live import check_pattern  # noqa: E402
+from mask_check import check_pattern  # noqa: E402
 from tracer.errors import TracerError  # noqa: E402
 from tracer.masks.conventions import canonical_mask  # noqa: E402
 

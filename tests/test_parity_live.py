@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import ENCODERS, FAMILIES, MODELS, ROOT, SEQ2SEQ, VARIANTS
-from test_parity import ATOL32, ATOL64, _check_coverage, _run_like, compare
+from parity_check import ATOL32, ATOL64, check_coverage, compare, run_like
 from tracer import load_model
 from tracer.trace import Trace
 
@@ -35,10 +35,10 @@ def test_fresh_references_hold(rebuilt, name):
     folder = rebuilt / name
     model = load_model(folder)
     ref = Trace.load(folder / "reference.safetensors")
-    errors = compare(ref, _run_like(model, ref), ATOL32)
-    _check_coverage(errors, model.spec.n_layers, model.spec.final_norm)
+    errors = compare(ref, run_like(model, ref), ATOL32)
+    check_coverage(errors, model.spec.n_layers, model.spec.final_norm)
     ref64 = Trace.load(folder / "reference64.safetensors")
-    compare(ref64, _run_like(load_model(folder, dtype="float64"), ref64), ATOL64)
+    compare(ref64, run_like(load_model(folder, dtype="float64"), ref64), ATOL64)
 
 
 def _sha256_of_files(folder):
@@ -87,7 +87,7 @@ def test_committed_fixtures_are_what_the_script_builds(rebuilt, name):
 @pytest.mark.parametrize("name", ENCODERS + SEQ2SEQ)
 def test_fresh_route_references_hold(rebuilt, name):
     """The encoder and encoder-decoder fixtures, rebuilt: tracer holds to every reference (float32, float64, batches)."""
-    import test_parity_routes as routes
+    import route_parity as routes
 
     folder = rebuilt / name
     model = load_model(folder)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import types
+import typing
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 
 
 @dataclass(frozen=True)
@@ -146,3 +148,28 @@ class Spec:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Spec":
+        """The inverse of to_dict (also after a JSON round trip): nested specs come back as dataclasses, lists as
+        tuples. Keys this version does not know are ignored, so a newer trace's spec still loads."""
+        return _from_dict(cls, d)
+
+
+def _from_dict(cls, d: dict):
+    hints = typing.get_type_hints(cls)
+    return cls(**{f.name: _from_value(hints[f.name], d[f.name]) for f in fields(cls) if f.name in d})
+
+
+def _from_value(hint, value):
+    """One field's value back from plain data, guided by its annotation (X | None, a dataclass, tuple[...])."""
+    if value is None:
+        return None
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        kinds = [a for a in typing.get_args(hint) if a is not type(None)]
+        hint = kinds[0] if len(kinds) == 1 else object
+    if is_dataclass(hint) and isinstance(value, dict):
+        return _from_dict(hint, value)
+    if typing.get_origin(hint) is tuple and isinstance(value, (list, tuple)):
+        return tuple(value)
+    return value

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from tracer.names.hf import (CONDITIONS, FUSED_QKV, HEADS_FIRST, HF_NAMES, LAYER_CONDITIONS, _template_of, hf_module,
-                                  hf_source)
+                             hf_source, names_in_order)
 from tracer.capture import hf_routes
 from tracer.capture.float64 import default_dtype, float32_as_float64, needs_float64_default, recompute_rotary_in_float64
 from tracer.capture.meta import describe_tokens, file_sha256
@@ -203,14 +203,14 @@ def _positions_op(family: str, position_ids) -> str:
 def step_order(family: str, config, headless: bool = False) -> list[str]:
     """Concrete step names in execution order, after the input.* steps (probs, computed from logits, last).
 
-    Stacks follow HF_NAMES' order: each run of `blocks.{i}.*` templates (or
+    Stacks follow the table's order for this config (names_in_order): each run of `blocks.{i}.*` templates (or
     `encoder.blocks.{i}.*`, `decoder.blocks.{i}.*`) repeats once per block.
     A headless encoder has no head steps and ends in `pooled`.
     """
     order: list[str] = []
     block: list[str] = []
     stack = ""
-    for template in list(HF_NAMES[family]) + [""]:
+    for template in list(names_in_order(family, config)) + [""]:
         head = template.split("blocks.{i}.")[0] if "blocks.{i}." in template else None
         if block and head != stack:  # a run of block templates ended: expand it
             for i in range(hf_routes.n_layers(config, stack)):  # qwen2/3_moe: router or dense MLP per layer

@@ -16,9 +16,10 @@ the mixture-of-experts formulas no adapter produces yet.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
+from tracer.arch import steps_of as plan
 from tracer.arch.spec import Spec
 
 # operations per element of the elementwise steps (approximate by nature; stated, not hidden)
@@ -160,10 +161,7 @@ EMBED: dict[str, Formula] = {"embed.tokens": _embed_lookup, "embed.token_types":
 
 
 def embed_steps(spec: Spec) -> tuple[str, ...]:
-    types = ("embed.token_types",) if spec.token_types else ()
-    positions = ("embed.positions",) if spec.positions == "learned" else ()
-    project = ("embed.project_in",) if spec.d_embed is not None else ()
-    return ("embed.tokens", *project, *types, *positions, "embed.out")
+    return tuple(s.local for s in plan.embed_steps(spec))
 
 
 # ---------- blocks ----------
@@ -326,36 +324,14 @@ BLOCK: dict[str, Formula] = {
 }
 
 
-CROSS = ("cross_attn.q", "cross_attn.k", "cross_attn.v", "cross_attn.scores", "cross_attn.masked_scores",
-         "cross_attn.weights", "cross_attn.z", "cross_attn.out")
-
-
 def block_steps(spec: Spec, layer: int | None = None) -> tuple[str, ...]:
-    """The block's steps in the order the engine records them (layer: which one, where MoE and dense differ)."""
-    rotary = ("attn.q_rot", "attn.k_rot") if spec.positions == "rotary" else ()
-    bias = ("attn.position_bias",) if spec.relative_bias is not None else ()
-    qk = ("attn.q_norm", "attn.k_norm") if spec.qk_norm != "none" else ()
-    raw = ("attn.scores.raw",) if spec.attn_softcap is not None else ()
-    attn = ("attn.q", "attn.k", "attn.v", *qk, *rotary, *bias, *raw, "attn.scores", "attn.masked_scores",
-            "attn.weights", "attn.z", "attn.out")
-    mlp = ("mlp.pre",) + (("mlp.up",) if spec.mlp == "gated" else ()) + ("mlp.post", "mlp.out")
-    if spec.moe is not None and (layer is None or spec.moe.on(layer)):  # qwen2/3_moe: some layers stay dense
-        mlp = MOE_STEPS[:-1] + (("mlp.shared.out", "mlp.shared.gate") if spec.moe.d_shared else ()) + MOE_STEPS[-1:]
-    cross = spec.cross_attention
-    if spec.norm_placement in ("sandwich", "after"):  # gemma2/3, olmo2: a norm on each sublayer's output
-        before = spec.norm_placement == "sandwich"
-        return (("ln1.out",) if before else ()) + attn + ("ln1_post.out", "resid_mid") + (
-            ("ln2.out",) if before else ()) + mlp + ("ln2_post.out", "resid_post")
-    if spec.norm_placement == "post":
-        cross_part = (*CROSS, "resid_cross", "ln_cross.out") if cross else ()
-        return attn + ("resid_mid", "ln1.out") + cross_part + mlp + ("resid_post",)
-    if spec.residual == "parallel":
-        return ("ln1.out",) + attn + (() if spec.shared_norm else ("ln2.out",)) + mlp + ("resid_post",)
-    cross_part = ("ln_cross.out", *CROSS, "resid_cross") if cross else ()
-    return ("ln1.out",) + attn + ("resid_mid",) + cross_part + ("ln2.out",) + mlp + ("resid_post",)
+    """The block's steps in the order the engine records them (arch.steps_of), less the masks (not counted).
 
-
-MOE_STEPS = ("mlp.router.logits", "mlp.router.experts", "mlp.router.weights", "mlp.expert_out", "mlp.out")
+    layer: which one, where MoE and dense layers differ; None: a MoE spec's blocks all as MoE blocks."""
+    if layer is None and spec.moe is not None:
+        spec, layer = replace(spec, moe=replace(spec.moe, layers=())), 0
+    steps = plan.block_steps(spec, layer or 0, cross=spec.cross_attention)
+    return tuple(s.local for s in steps if not s.local.endswith(".mask"))
 
 
 # ---------- final norm and head ----------
@@ -408,12 +384,9 @@ HEAD: dict[str, Formula] = {"logits.raw": _logits, "logits": _logits_or_capped, 
 
 
 def final_steps(spec: Spec) -> tuple[str, ...]:
-    return (("final_norm.out",) if spec.final_norm else ()) + (("project_out",) if spec.d_embed is not None else ())
+    return tuple(s.local for s in plan.final_steps(spec))
 
 
 def head_steps(spec: Spec) -> tuple[str, ...]:
     """lm: logits over the vocabulary; mlm: BERT's transform first; none: one pooled vector per row."""
-    if spec.head == "none":
-        return ("pooled",)
-    raw = ("logits.raw",) if spec.logit_softcap is not None else ()
-    return (("head.dense", "head.act", "head.ln.out") if spec.head == "mlm" else ()) + raw + ("logits", "probs")
+    return tuple(s.local for s in plan.head_steps(spec))

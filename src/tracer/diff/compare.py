@@ -24,7 +24,7 @@ import numpy as np
 from tracer.diff import metrics as M
 from tracer.diff.distribution import distribution_diff, is_distribution_step
 from tracer.diff.layouts import permutation_to
-from tracer.diff.profile import BlockProfile, block_profiles, step_growth
+from tracer.diff.profile import BlockProfile, block_profiles, plan_of, step_growth
 from tracer.diff.routing import first_expert_change
 from tracer.steps import block_of, matches
 from tracer.trace import Step, Trace
@@ -122,8 +122,9 @@ def compare(
             if nmse is not None:
                 nmse_of[name] = nmse
         results.append(d)
+    plan = plan_of(ref, mine)
     for d in results:
-        d.inherited_db, d.growth_db = step_growth(d.name, order, nmse_of)
+        d.inherited_db, d.growth_db = step_growth(d.name, order, nmse_of, plan)
     report = DiffReport(ref_label, mine_label, atol, rtol, results, block_profiles(order, nmse_of, results), notes)
     rerouted = first_expert_change(ref, mine, real)  # MoE: named before the numeric divergence
     if rerouted is not None:

@@ -4,7 +4,8 @@
     hf            transformers module paths, e.g. `model.layers.0.self_attn.q_proj`
                   (`MODULE` or `MODULE:output` is the module's output, `MODULE:input` its first
                   input, `MODULE:output[1]` the second output, `MODULE:attention_mask` the mask kwarg)
-    tl            TransformerLens hook names, e.g. `blocks.0.attn.hook_q` ([batch, pos, head, d_head])
+    tl            TransformerLens hook names, e.g. `blocks.0.attn.hook_q` ([batch, pos, head, d_head]);
+                  the table is tracer.names.transformerlens
     FILE          a JSON or TOML map {"their.name": "tracer.name"} or
                   {"their.{i}.q": {"name": "blocks.{i}.attn.q", "transpose": [0, 2, 1, 3]}},
                   `{i}` standing for a block index; a null value ignores the tensor
@@ -15,7 +16,6 @@ config) and, for `hf`, the family and each step's transformers module.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Callable
 from tracer.diff import layouts
 from tracer.diff.layouts import AS_IS, HEADS_SECOND, Layout
 from tracer.errors import TracerError
+from tracer.names.transformerlens import RESID_PRE, TL_BLOCK, TL_IGNORED, TL_TOP
 from tracer.steps import describe
 from tracer.trace import Step, Trace, tensor_stats
 
@@ -187,74 +188,30 @@ def _hf_layout(step_name: str, take: str, fused_scheme: str, shapes: dict[str, t
 
 # ---------- TransformerLens hook names ----------
 
-_TL_TOP: dict[str, tuple[str, Layout]] = {
-    "hook_embed": ("embed.tokens", AS_IS),
-    "hook_pos_embed": ("embed.positions", AS_IS),
-    "hook_tokens": ("input.ids", AS_IS),
-    "ln_final.hook_normalized": ("final_norm.out", AS_IS),
-    "unembed.hook_out": ("logits", AS_IS),
-    "logits": ("logits", AS_IS),
-    # TransformerBridge's architecture-native names
-    "embed.hook_out": ("embed.tokens", AS_IS),
-    "ln_final.hook_out": ("final_norm.out", AS_IS),
-}
-_TL_BLOCK: dict[str, tuple[str, Layout]] = {
-    "ln1.hook_normalized": ("ln1.out", AS_IS),
-    "attn.hook_q": ("attn.q", HEADS_SECOND),
-    "attn.hook_k": ("attn.k", HEADS_SECOND),
-    "attn.hook_v": ("attn.v", HEADS_SECOND),
-    "attn.hook_rot_q": ("attn.q_rot", HEADS_SECOND),
-    "attn.hook_rot_k": ("attn.k_rot", HEADS_SECOND),
-    "attn.hook_attn_scores": ("attn.masked_scores", AS_IS),  # TL's scores are after the mask
-    "attn.hook_pattern": ("attn.weights", AS_IS),
-    "attn.hook_z": ("attn.z", HEADS_SECOND),
-    "hook_attn_out": ("attn.out", AS_IS),
-    "hook_resid_mid": ("resid_mid", AS_IS),
-    "ln2.hook_normalized": ("ln2.out", AS_IS),
-    "mlp.hook_pre": ("mlp.pre", AS_IS),
-    "mlp.hook_pre_linear": ("mlp.up", AS_IS),
-    "mlp.hook_post": ("mlp.post", AS_IS),
-    "hook_mlp_out": ("mlp.out", AS_IS),
-    "hook_resid_post": ("resid_post", AS_IS),
-    # TransformerBridge's architecture-native names
-    "hook_out": ("resid_post", AS_IS),
-    "ln1.hook_out": ("ln1.out", AS_IS),
-    "ln2.hook_out": ("ln2.out", AS_IS),
-    "attn.q.hook_out": ("attn.q", layouts.SPLIT_HEADS),
-    "attn.k.hook_out": ("attn.k", layouts.SPLIT_HEADS),
-    "attn.v.hook_out": ("attn.v", layouts.SPLIT_HEADS),
-    "attn.hook_out": ("attn.out", AS_IS),
-    "mlp.hook_out": ("mlp.out", AS_IS),
-}
-_TL_IGNORED = {
-    "hook_scale": "a norm's 1/scale factor: tracer records the normalized output instead",
-    "attn.hook_result": "per-head output before the sum: tracer records attn.out",
-    "hook_attn_in": "a copy of the block input per head",
-    "hook_q_input": "a copy of the block input per head",
-    "hook_k_input": "a copy of the block input per head",
-    "hook_v_input": "a copy of the block input per head",
-    "hook_mlp_in": "a copy of ln2's input",
-    "unembed.hook_in": "the same tensor as final_norm.out",
-}
+_TL_LAYOUTS: dict[str, Layout] = {"as_is": AS_IS, "heads_second": HEADS_SECOND, "split_heads": layouts.SPLIT_HEADS}
 _TL_BLOCK_NAME = re.compile(r"^blocks\.(\d+)\.(.+)$")
 
 
 def tl_resolver(name: str) -> Rule | None:
     """TransformerLens hook name -> tracer step (legacy HookedTransformer names and a few bridge names)."""
-    if name in _TL_TOP:
-        return Rule((_TL_TOP[name],))
+    if name in TL_TOP:
+        return Rule((_tl_target(*TL_TOP[name]),))
     m = _TL_BLOCK_NAME.match(name)
     if m is None:
         return _tl_ignored(name)
     i, rest = int(m.group(1)), m.group(2)
-    if rest in ("hook_resid_pre", "hook_in"):
+    if rest in RESID_PRE:
         if i == 0:
             return Rule((("embed.out", AS_IS),))
         return Rule(ignored=f"the same tensor as blocks.{i - 1}.resid_post")
-    if rest in _TL_BLOCK:
-        step, layout = _TL_BLOCK[rest]
-        return Rule(((f"blocks.{i}.{step}", layout),))
+    if rest in TL_BLOCK:
+        step, layout = TL_BLOCK[rest]
+        return Rule((_tl_target(f"blocks.{i}.{step}", layout),))
     return _tl_ignored(rest)
+
+
+def _tl_target(step: str, layout: str) -> tuple[str, Layout]:
+    return step, _TL_LAYOUTS[layout]
 
 
 def bridge_aware(resolve: Resolver, their_names) -> Resolver:
@@ -273,7 +230,7 @@ def bridge_aware(resolve: Resolver, their_names) -> Resolver:
 
 
 def _tl_ignored(rest: str) -> Rule | None:
-    for suffix, why in _TL_IGNORED.items():
+    for suffix, why in TL_IGNORED.items():
         if rest == suffix or rest.endswith("." + suffix):
             return Rule(ignored=why)
     return None

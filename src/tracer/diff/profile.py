@@ -3,8 +3,14 @@
 Error here is NMSE (error energy over signal energy), which is relative, so a
 step and its inputs can be compared even when their magnitudes differ. A
 step's growth is its NMSE in dB minus the largest NMSE among the steps it
-reads (from the data flow of tracer's step names). +inf dB means the error
-starts here (its inputs matched exactly); about 0 dB means it was carried.
+reads. +inf dB means the error starts here (its inputs matched exactly); about
+0 dB means it was carried.
+
+What a step reads comes from the one description of the pass (arch.steps_of)
+when a trace carries its model's spec (`plan_of`); an input the other side did
+not dump is replaced by what it read in turn. A dump with no spec (a port's
+`save_file`) falls back to the name-only table below, with alternatives for
+the steps a partial dump lacks.
 """
 
 from __future__ import annotations
@@ -13,7 +19,11 @@ import math
 import re
 from dataclasses import dataclass
 
+from tracer.arch.spec import Spec
+from tracer.arch.steps_of import pass_steps
 from tracer.diff.metrics import to_db
+
+Plan = dict[str, tuple[str, ...]]  # step name -> the steps it is computed from (arch.steps_of)
 
 IN = "<in>"  # the residual stream entering the block
 
@@ -74,17 +84,41 @@ def gain(own_db: float | None, inherited_db: float | None) -> float | None:
     return own_db - inherited_db
 
 
-def step_inputs(name: str, order: list[str], measured: set[str] | frozenset[str] | None = None) -> list[str]:
+def plan_of(*traces) -> Plan | None:
+    """The data flow of the first trace whose metadata holds its model's spec, or None."""
+    for trace in traces:
+        spec = trace.meta.get("model", {}).get("spec") if isinstance(trace.meta.get("model"), dict) else None
+        if isinstance(spec, dict):
+            try:
+                return {s.name: s.inputs for s in pass_steps(Spec.from_dict(spec))}
+            except (TypeError, ValueError, KeyError, AttributeError):  # a hand-written or foreign spec
+                continue
+    return None
+
+
+def _planned_inputs(name: str, plan: Plan, ran_before) -> list[str]:
+    """The plan's inputs of `name` that ran before it; one that did not is replaced by its own inputs."""
+    out: list[str] = []
+    for n in plan[name]:
+        found = [n] if ran_before(n) else _planned_inputs(n, plan, ran_before) if n in plan else []
+        out += [m for m in found if m not in out]
+    return out
+
+
+def step_inputs(name: str, order: list[str], measured: set[str] | frozenset[str] | None = None,
+                plan: Plan | None = None) -> list[str]:
     """The earlier steps `name` reads, by tracer's data flow (falls back to the previous step).
 
-    measured: when given, an alternative counts only if it was measured (a dump without q_rot
-    falls back to q)."""
+    measured: when given, an input counts only if it was measured (a dump without q_rot
+    falls back to q). plan: the data flow of the model's spec (plan_of), when a trace has one."""
     position = {n: i for i, n in enumerate(order)}
     here = position.get(name, len(order))
 
     def ran_before(candidate: str) -> bool:
         return position.get(candidate, here) < here and (measured is None or candidate in measured)
 
+    if plan is not None and name in plan:
+        return _planned_inputs(name, plan, ran_before)
     m = _BLOCK_NAME.match(name)
     if m:
         prefix, i, suffix = m.group(1), int(m.group(2)), m.group(3)
@@ -109,11 +143,12 @@ def step_inputs(name: str, order: list[str], measured: set[str] | frozenset[str]
     return inputs
 
 
-def step_growth(name: str, order: list[str], nmse_of: dict[str, float]) -> tuple[float | None, float | None]:
+def step_growth(name: str, order: list[str], nmse_of: dict[str, float],
+                plan: Plan | None = None) -> tuple[float | None, float | None]:
     """(inherited NMSE dB, growth dB) for one step; None where either side was not measured."""
     if name not in nmse_of:
         return None, None
-    measured = [nmse_of[p] for p in step_inputs(name, order, nmse_of.keys()) if p in nmse_of]
+    measured = [nmse_of[p] for p in step_inputs(name, order, nmse_of.keys(), plan) if p in nmse_of]
     if not measured:
         return None, None
     inherited_db = to_db(max(measured))

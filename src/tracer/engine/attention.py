@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.arch.spec import Spec
+from tracer.engine.ports import StepSink, Weights
 from tracer.engine.row_blocks import block_rows
 from tracer.engine.cache import LayerCache
 from tracer.engine.norms import norm, norm_op
@@ -50,13 +51,13 @@ def grouped_mix(w: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def attention(
     x: np.ndarray,  # [batch, pos, d_model] (already normed): queries, and keys/values unless `memory` is given
-    W: dict,
+    W: Weights,
     p: str,  # "blocks.{i}." (with a stack prefix in encoder-decoder models)
     spec: Spec,
     keep: np.ndarray,  # bool, broadcastable to [batch, heads, q, kv]
     bias: np.ndarray | None,  # additive mask bias, broadcastable to scores, or None
     rope: tuple[np.ndarray, np.ndarray] | None,  # cos, sin [batch, 1, pos, rotary_dim]
-    rec,
+    rec: StepSink,
     part: str = "attn",  # "attn" (self-attention) or "cross_attn"
     memory: np.ndarray | None = None,  # [batch, enc_pos, d_model]: cross-attention reads keys and values here
     position_bias: np.ndarray | None = None,  # [1, heads, q, kv] relative bias (T5), already in the scores
@@ -107,13 +108,13 @@ def attention(
 _QUADRATIC = ("scores.raw", "scores", "masked_scores", "weights")
 
 
-def query_block_rows(rec, a: str, shape: tuple[int, int, int, int], itemsize: int) -> int | None:
+def query_block_rows(rec: StepSink, a: str, shape: tuple[int, int, int, int], itemsize: int) -> int | None:
     """Query rows per block, or None to compute the scores whole (a step of them is kept, or they are small)."""
     b, h, tq, tk = shape
     return block_rows(rec, tuple(a + s for s in _QUADRATIC), tq, b * h * tk * itemsize)
 
 
-def _whole_weights(scores, position_bias, keep, bias, spec: Spec, a: str, rec, score_op: str) -> np.ndarray:
+def _whole_weights(scores, position_bias, keep, bias, spec: Spec, a: str, rec: StepSink, score_op: str) -> np.ndarray:
     """scores -> (+ relative bias, soft-capped) -> masked -> softmax weights [batch, heads, q, kv], recorded whole."""
     if position_bias is not None:
         scores += position_bias
@@ -130,7 +131,8 @@ def _whole_weights(scores, position_bias, keep, bias, spec: Spec, a: str, rec, s
     return rec(a + "weights", softmax(masked), _BHQK, _WEIGHTS_OP)
 
 
-def _blocked_mix(q, k, v, keep, bias, position_bias, spec: Spec, a: str, rec, score_op: str, rows: int) -> np.ndarray:
+def _blocked_mix(q, k, v, keep, bias, position_bias, spec: Spec, a: str, rec: StepSink, score_op: str,
+                 rows: int) -> np.ndarray:
     """weights @ v a block of query rows at a time -> z [batch, heads, q, d_head]; the score steps are recorded
     as statistics merged over the blocks, in the same order and with the same op text as `_whole_weights`.
 
@@ -198,9 +200,10 @@ def _masked_op(bias) -> str:
     return MASKED_OP if bias is None else "+ mask bias, " + MASKED_OP
 
 
-def _cached_keys_values(q, source, W, a, src, spec, rope, rec, cache: LayerCache, cross: bool):
+def _cached_keys_values(q, source, W: Weights, a, src, spec, rope, rec: StepSink, cache: LayerCache, cross: bool):
     """With a cache: self-attention appends the new positions' keys (rotated) and values and returns all of them;
-    cross-attention projects the encoder output once and then reuses it. Recorded `k`/`k_rot`/`v` are the whole cache."""
+    cross-attention projects the encoder output once and then reuses it. The last key step recorded (`k`, `k_norm`
+    or `k_rot`) and `v` are the whole cache."""
     if cross and cache.cross_k is not None:
         k = rec(a + "k", cache.cross_k, _BKEP, f"cached: {affine_op(src, 'k', W, a)}, computed at the first step")
         v = rec(a + "v", cache.cross_v, _BKEP, f"cached: {affine_op(src, 'v', W, a)}, computed at the first step")
@@ -211,18 +214,29 @@ def _cached_keys_values(q, source, W, a, src, spec, rope, rec, cache: LayerCache
         cache.cross_k, cache.cross_v = k, v
         k = rec(a + "k", k, _BKEP, affine_op(src, "k", W, a) + ", split into kv heads, cached for every step")
         return q, k, rec(a + "v", v, _BKEP, affine_op(src, "v", W, a) + ", split into kv heads, cached for every step")
+    # The keys go k -> k_norm (qk_norm) -> k_rot (rotary), as in the uncached path; the last of these is the
+    # whole cache, the ones before it the new positions only.
     appended = ", appended to the cache (all cached positions)"
+    normed = spec.qk_norm != "none"
+    k_op = affine_op(src, "k", W, a) + ", split into kv heads"
+    if rope is None and not normed:
+        k_all, v_all = cache.extend(k, v)
+        k_all = rec(a + "k", k_all, _BKPD, k_op + appended)
+        return q, k_all, rec(a + "v", v_all, _BKPD, affine_op(src, "v", W, a) + ", split into kv heads" + appended)
+    rec(a + "k", k, _BKPD, k_op + " (the new positions, before " + ("rotary" if rope is not None else "the norm") + ")")
+    if normed:  # the new positions' keys, normed before rotary and the cache
+        k = qk_norm(k, W, a + "k_norm", spec)
+        if rope is not None:
+            k = rec(a + "k_norm", k, _BKPD, _qk_norm_op(spec))
     if rope is not None:
         cos, sin = rope
-        rec(a + "k", k, _BKPD, affine_op(src, "k", W, a) + ", split into kv heads (the new positions, before rotary)")
-        if spec.qk_norm != "none":  # the new positions' keys, normed before rotary and the cache
-            k = rec(a + "k_norm", qk_norm(k, W, a + "k_norm", spec), _BKPD, _qk_norm_op(spec))
         q = rec(a + "q_rot", apply_rotary(q, cos, sin), _BHPD, f"rotate first {cos.shape[-1]} dims by position")
-        k_all, v_all = cache.extend(apply_rotary(k, cos, sin), v)
+        k = apply_rotary(k, cos, sin)
+    k_all, v_all = cache.extend(k, v)
+    if rope is not None:
         k_all = rec(a + "k_rot", k_all, _BKPD, f"rotate first {cos.shape[-1]} dims by position" + appended)
     else:
-        k_all, v_all = cache.extend(k, v)
-        k_all = rec(a + "k", k_all, _BKPD, affine_op(src, "k", W, a) + ", split into kv heads" + appended)
+        k_all = rec(a + "k_norm", k_all, _BKPD, _qk_norm_op(spec) + appended)
     return q, k_all, rec(a + "v", v_all, _BKPD, affine_op(src, "v", W, a) + ", split into kv heads" + appended)
 
 
@@ -232,7 +246,7 @@ def _scale_text(spec: Spec) -> str:
     return "1 (no scaling)" if spec.attn_scale == 1.0 else f"{spec.scale:g}"
 
 
-def qk_norm(x: np.ndarray, W: dict, name: str, spec: Spec) -> np.ndarray:
+def qk_norm(x: np.ndarray, W: Weights, name: str, spec: Spec) -> np.ndarray:
     """[batch, heads, pos, d_head] -> the same, normed: per head over d_head ("head"), or over the whole
     projection before the head split ("full", OLMo-2), which is the same tensor merged, normed and split again."""
     if spec.qk_norm == "head":

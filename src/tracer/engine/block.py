@@ -18,6 +18,7 @@ from tracer.engine.mlp import mlp
 from tracer.engine.moe import moe
 from tracer.engine.norms import norm, norm_op
 from tracer.engine.ops import affine_op
+from tracer.engine.ports import StepSink, Weights
 
 _BTD = ("batch", "pos", "d_model")
 
@@ -33,24 +34,27 @@ class BlockMasks:
     memory: np.ndarray | None = None  # [batch, enc_pos, d_model]: the encoder output cross-attention reads
 
 
-def _self_attention(h: np.ndarray, W: dict, p: str, spec: Spec, m: BlockMasks, rope, rec, cache=None) -> np.ndarray:
+def _self_attention(h: np.ndarray, W: Weights, p: str, spec: Spec, m: BlockMasks, rope, rec: StepSink,
+                    cache=None) -> np.ndarray:
     a = attention(h, W, p, spec, m.keep, m.bias, rope, rec, position_bias=m.position_bias, cache=cache)
     return rec(p + "attn.out", a, _BTD, "heads merged, " + affine_op("z", "o", W, p + "attn."))
 
 
-def _cross_attention(h: np.ndarray, W: dict, p: str, spec: Spec, m: BlockMasks, rec, cache=None) -> np.ndarray:
+def _cross_attention(h: np.ndarray, W: Weights, p: str, spec: Spec, m: BlockMasks, rec: StepSink,
+                     cache=None) -> np.ndarray:
     c = attention(h, W, p, spec, m.cross_keep, None, None, rec, part="cross_attn", memory=m.memory, cache=cache)
     return rec(p + "cross_attn.out", c, _BTD, "heads merged, " + affine_op("z", "o", W, p + "cross_attn."))
 
 
-def _mlp(h: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
+def _mlp(h: np.ndarray, W: Weights, p: str, spec: Spec, rec: StepSink) -> np.ndarray:
     if spec.moe is not None and p + "mlp.W_router" in W:
         shared = " + shared.gate * shared.out" if spec.moe.d_shared else ""
         return rec(p + "mlp.out", moe(h, W, p, spec, rec), _BTD, "sum over chosen experts: router.weights * expert_out" + shared)
     return rec(p + "mlp.out", mlp(h, W, p, spec, rec), _BTD, affine_op("post", "out", W, p + "mlp."))
 
 
-def block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec, cache: LayerCache | None = None) -> np.ndarray:
+def block(x: np.ndarray, p: str, W: Weights, spec: Spec, m: BlockMasks, rope, rec: StepSink,
+          cache: LayerCache | None = None) -> np.ndarray:
     """[batch, pos, d_model] -> [batch, pos, d_model]; p is the block's name prefix, e.g. "decoder.blocks.0.".
 
     With a cache, x holds only the new positions; keys and values of earlier ones come from the cache."""
@@ -80,7 +84,8 @@ def block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec, 
     return rec(p + "resid_post", x + mo, _BTD, f"{before_mlp} + mlp.out")
 
 
-def _post_norm_block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec, cache=None) -> np.ndarray:
+def _post_norm_block(x: np.ndarray, p: str, W: Weights, spec: Spec, m: BlockMasks, rope, rec: StepSink,
+                     cache=None) -> np.ndarray:
     """BERT, BART, OPT-350m: each sublayer adds to the stream, then the sum is normed."""
     nop = norm_op(spec)
     a = _self_attention(x, W, p, spec, m, rope, rec, cache)
@@ -95,7 +100,8 @@ def _post_norm_block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, 
     return rec(p + "resid_post", norm(h + mo, W, p + "ln2", spec), _BTD, f"ln2({source} + mlp.out)")
 
 
-def _sublayer_norm_block(x: np.ndarray, p: str, W: dict, spec: Spec, m: BlockMasks, rope, rec, cache=None) -> np.ndarray:
+def _sublayer_norm_block(x: np.ndarray, p: str, W: Weights, spec: Spec, m: BlockMasks, rope, rec: StepSink,
+                         cache=None) -> np.ndarray:
     """Gemma-2/3 ("sandwich"): norm before and after each sublayer; OLMo-2 ("after"): after only.
     The post-sublayer norm acts on the sublayer's output, inside the residual: x + norm(sublayer(...))."""
     nop = norm_op(spec)

@@ -21,6 +21,7 @@ from tracer.engine.cache import KVCache, empty_cache
 from tracer.engine.forward import ForwardInputs, layer_masks, record_inputs, record_logits, run_stack
 from tracer.engine.ops import softmax
 from tracer.engine.masks import MaskParts, build_keep
+from tracer.engine.ports import StepSink, Weights
 
 __all__ = ["new_cache", "cached_masks", "forward_cached"]
 
@@ -36,7 +37,7 @@ def cached_masks(full_mask: np.ndarray, spec: Spec, q_len: int, past: int) -> di
     return {w: build_keep(full_mask, spec.causal, w, q_len, past) for w in windows}
 
 
-def forward_cached(inputs: ForwardInputs, W: dict, spec: Spec, rec, cache: KVCache) -> np.ndarray:
+def forward_cached(inputs: ForwardInputs, W: Weights, spec: Spec, rec: StepSink, cache: KVCache) -> np.ndarray:
     """New positions in, their logits [batch, q_len, vocab] out (probs recorded); the cache grows by q_len.
 
     Decoder models: `inputs` are the new tokens (ids, their 1/0 mask, positions). Encoder-decoder models:

@@ -7,21 +7,18 @@ import numpy as np
 from tracer.arch.spec import Spec
 from tracer.engine.norms import norm
 from tracer.engine.ops import linear
+from tracer.engine.ports import StepSink, Weights
 
 _BTD = ("batch", "pos", "d_model")
 
 
-def lookup(W, name: str, index: np.ndarray) -> np.ndarray:
-    """W[name][index]: rows of a table; a lazy mapping reads only those rows (see checkpoint.weights.LazyWeights.rows)."""
-    rows = getattr(W, "rows", None)
-    return rows(name, index) if rows is not None else W[name][index]
+def embed(ids: np.ndarray, positions: np.ndarray | None, token_types: np.ndarray | None, W: Weights, spec: Spec,
+          rec: StepSink, prefix: str = "") -> np.ndarray:
+    """ids, positions, token types [batch, pos] -> [batch, pos, d_model]; `prefix` names the stack ("encoder.").
 
-
-def embed(ids: np.ndarray, positions: np.ndarray | None, token_types: np.ndarray | None, W: dict, spec: Spec, rec,
-          prefix: str = "") -> np.ndarray:
-    """ids, positions, token types [batch, pos] -> [batch, pos, d_model]; `prefix` names the stack ("encoder.")."""
+    Tables are read with W.rows, so a lazy mapping widens only the rows it looks up."""
     e = prefix + "embed."
-    x = rec(e + "tokens", lookup(W, "embed.W_E", ids), _BTD, "W_E[ids]")  # [batch, pos, d_model]
+    x = rec(e + "tokens", W.rows("embed.W_E", ids), _BTD, "W_E[ids]")  # [batch, pos, d_model]
     terms = ["tokens"]
     if spec.d_embed is not None:  # OPT-350m: narrower embeddings, projected up to d_model
         x = rec(e + "project_in", linear(x, W["project_in.W"]), _BTD, "tokens @ W_project_in")
@@ -30,12 +27,12 @@ def embed(ids: np.ndarray, positions: np.ndarray | None, token_types: np.ndarray
         x = x * x.dtype.type(spec.embed_scale)  # scaled in the compute dtype, as transformers does
         terms = [f"tokens * {spec.embed_scale:.4g}"]
     if spec.token_types:
-        types = rec(e + "token_types", lookup(W, e + "W_type", token_types), _BTD, "W_type[token_types]")
+        types = rec(e + "token_types", W.rows(e + "W_type", token_types), _BTD, "W_type[token_types]")
         x = x + types
         terms.append("token_types")
     if spec.positions == "learned":
         offset = spec.position_offset
-        pos = rec(e + "positions", lookup(W, e + "W_pos", positions + offset), _BTD,
+        pos = rec(e + "positions", W.rows(e + "W_pos", positions + offset), _BTD,
                   f"W_pos[positions + {offset}]" if offset else "W_pos[positions]")
         x = x + pos
         terms.append("positions")

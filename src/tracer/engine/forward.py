@@ -13,6 +13,7 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.block import BlockMasks, block
+from tracer.engine.ports import StepSink, Weights
 from tracer.engine.row_blocks import HEAD_BLOCK_BYTES, block_rows
 from tracer.engine.cache import KVCache
 from tracer.engine.embed import embed
@@ -54,7 +55,7 @@ def layer_masks(attention_mask: np.ndarray, spec: Spec) -> dict[int | None, Mask
     return {w: build_keep(attention_mask, spec.causal, w, q_len) for w in windows}
 
 
-def record_inputs(inputs: ForwardInputs, spec: Spec, rec, prefix: str = "input.") -> None:
+def record_inputs(inputs: ForwardInputs, spec: Spec, rec: StepSink, prefix: str = "input.") -> None:
     axes = ("batch", "dec_pos") if prefix == "input.decoder_" else _BT
     rec(prefix + "ids", inputs.ids, axes, "token ids")
     rec(prefix + "mask", inputs.attention_mask, axes, "1 = real token, 0 = padding")
@@ -65,13 +66,13 @@ def record_inputs(inputs: ForwardInputs, spec: Spec, rec, prefix: str = "input."
         rec(prefix + "token_types", inputs.token_types, _BT, "segment ids (0 = first text, 1 = second)")
 
 
-def run_stack(inputs: ForwardInputs, W: dict, spec: Spec, rec, prefix: str, masks: dict[int | None, MaskParts],
-              override: MaskOverride | None = None, memory: np.ndarray | None = None,
+def run_stack(inputs: ForwardInputs, W: Weights, spec: Spec, rec: StepSink, prefix: str,
+              masks: dict[int | None, MaskParts], override: MaskOverride | None = None, memory: np.ndarray | None = None,
               memory_mask: np.ndarray | None = None, cache: KVCache | None = None) -> np.ndarray:
     """Embed and run every block of one stack -> [batch, pos, d_model] (after its final norm, if any).
 
     With a cache, `inputs` are only the new positions: `cache.past` earlier ones sit in the cache (see engine.decode)."""
-    dtype = getattr(W, "dtype", None) or W["embed.W_E"].dtype  # a lazy mapping says it without a read
+    dtype = W.dtype
     q_len = inputs.ids.shape[1]
     rope = rope_local = None
     if spec.positions == "rotary":
@@ -96,7 +97,7 @@ def run_stack(inputs: ForwardInputs, W: dict, spec: Spec, rec, prefix: str, mask
     return x
 
 
-def forward(inputs: ForwardInputs, W: dict, spec: Spec, rec, override: MaskOverride | None = None,
+def forward(inputs: ForwardInputs, W: Weights, spec: Spec, rec: StepSink, override: MaskOverride | None = None,
             masks: dict[int | None, MaskParts] | None = None) -> np.ndarray:
     """Run the model; returns probs [batch, pos, vocab] (pooled [batch, d_model] without a head), or None
     when the head ran in blocks because neither logits nor probs is kept whole (see record_head).
@@ -128,7 +129,7 @@ _BTV = ("batch", "pos", "vocab")
 _PROBS_OP = "softmax over the vocabulary"
 
 
-def record_head(x: np.ndarray, W: dict, spec: Spec, rec, source: str) -> np.ndarray | None:
+def record_head(x: np.ndarray, W: Weights, spec: Spec, rec: StepSink, source: str) -> np.ndarray | None:
     """logits (and gemma2's logits.raw) and probs [batch, pos, vocab]; returns probs.
 
     When none of them is kept whole they are computed a block of positions at a time, recorded as
@@ -155,7 +156,7 @@ def record_head(x: np.ndarray, W: dict, spec: Spec, rec, source: str) -> np.ndar
     return None
 
 
-def record_logits(x: np.ndarray, W: dict, spec: Spec, rec, source: str) -> np.ndarray:
+def record_logits(x: np.ndarray, W: Weights, spec: Spec, rec: StepSink, source: str) -> np.ndarray:
     """The head's output [batch, pos, vocab]: x @ W_U, then gemma2's soft-capping (logits.raw -> logits).
     `source` names x in the op text (OPT-350m's head reads project_out)."""
     if spec.d_embed is not None:

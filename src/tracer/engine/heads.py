@@ -6,18 +6,19 @@ import numpy as np
 
 from tracer.arch.spec import PoolingSpec, Spec
 from tracer.engine.ops import ACTIVATIONS, layer_norm, linear, softcap
+from tracer.engine.ports import StepSink, Weights
 
 _BTD = ("batch", "pos", "d_model")
 
 
-def unembed(x: np.ndarray, W: dict, spec: Spec) -> np.ndarray:
+def unembed(x: np.ndarray, W: Weights, spec: Spec) -> np.ndarray:
     """[batch, pos, d_model] -> logits [batch, pos, vocab] (T5's tied head scales by d_model**-0.5 first)."""
     if spec.logit_scale is not None:
         x = x * x.dtype.type(spec.logit_scale)
     return linear(x, W["unembed.W_U"], W.get("unembed.b_U"))
 
 
-def lens_unembed(x: np.ndarray, W: dict, spec: Spec) -> np.ndarray:
+def lens_unembed(x: np.ndarray, W: Weights, spec: Spec) -> np.ndarray:
     """What the head does after the final norm, in one call (the logit lens): OPT-350m's project_out, the
     unembedding, gemma2's final soft-capping."""
     if spec.d_embed is not None:
@@ -31,7 +32,7 @@ def unembed_op(spec: Spec, source: str) -> str:
     return f"{scaled} @ W_U" + (" + b_U" if spec.head_bias else "")
 
 
-def mlm_transform(x: np.ndarray, W: dict, spec: Spec, rec) -> np.ndarray:
+def mlm_transform(x: np.ndarray, W: Weights, spec: Spec, rec: StepSink) -> np.ndarray:
     """BERT/RoBERTa's prediction-head transform: dense, activation, LayerNorm -> [batch, pos, d_model]."""
     h = rec("head.dense", linear(x, W["head.W_dense"], W["head.b_dense"]), _BTD, "x @ W_dense + b_dense")
     a = rec("head.act", ACTIVATIONS[spec.head_activation](h), _BTD, f"{spec.head_activation}(head.dense)")

@@ -6,11 +6,12 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.ops import ACTIVATIONS, affine_op, linear
+from tracer.engine.ports import StepSink, Weights
 
 _BTF = ("batch", "pos", "d_ff")
 
 
-def mlp(x: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
+def mlp(x: np.ndarray, W: Weights, p: str, spec: Spec, rec: StepSink) -> np.ndarray:
     act = ACTIVATIONS[spec.activation]
     pre = rec(p + "mlp.pre", linear(x, W[p + "mlp.W_in"], W.get(p + "mlp.b_in")), _BTF,
               "x @ W_gate" if spec.mlp == "gated" else affine_op("x", "in", W, p + "mlp."))

@@ -13,6 +13,7 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.ops import ACTIVATIONS, linear, softmax
+from tracer.engine.ports import StepSink, Weights
 
 _BTE = ("batch", "pos", "experts")
 _BTK = ("batch", "pos", "top_k")
@@ -28,7 +29,7 @@ def route(logits: np.ndarray, top_k: int, normalize: bool) -> tuple[np.ndarray, 
     return chosen, weights
 
 
-def expert_mlp(x: np.ndarray, W: dict, e: str, spec: Spec) -> np.ndarray:
+def expert_mlp(x: np.ndarray, W: Weights, e: str, spec: Spec) -> np.ndarray:
     """One expert, a gated MLP: act(x @ W_in) * (x @ W_up) @ W_out; x [tokens, d_model]."""
     act = ACTIVATIONS[spec.activation]
     return linear(act(linear(x, W[e + "W_in"])) * linear(x, W[e + "W_up"]), W[e + "W_out"])
@@ -38,7 +39,7 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def shared_expert(x: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
+def shared_expert(x: np.ndarray, W: Weights, p: str, spec: Spec, rec: StepSink) -> np.ndarray:
     """Qwen2-MoE's shared expert, scaled by its gate: [batch, pos, d_model] -> [batch, pos, d_model]."""
     y = rec(p + "mlp.shared.out", expert_mlp(x, W, p + "mlp.shared.", spec), ("batch", "pos", "d_model"),
             f"the shared expert (width {spec.moe.d_shared}) on every token, a gated MLP, before its gate")
@@ -47,7 +48,7 @@ def shared_expert(x: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray
     return gate[..., None] * y
 
 
-def moe(x: np.ndarray, W: dict, p: str, spec: Spec, rec) -> np.ndarray:
+def moe(x: np.ndarray, W: Weights, p: str, spec: Spec, rec: StepSink) -> np.ndarray:
     """[batch, pos, d_model] -> [batch, pos, d_model]; records the routing and each chosen expert's output."""
     m = spec.moe
     b, t, d = x.shape

@@ -6,9 +6,10 @@ import numpy as np
 
 from tracer.arch.spec import Spec
 from tracer.engine.ops import layer_norm, rms_norm
+from tracer.engine.ports import Weights
 
 
-def norm(x: np.ndarray, W: dict, name: str, spec: Spec) -> np.ndarray:
+def norm(x: np.ndarray, W: Weights, name: str, spec: Spec) -> np.ndarray:
     if spec.norm == "rmsnorm":
         return rms_norm(x, W[name + ".w"], spec.norm_eps, spec.norm_offset)
     return layer_norm(x, W.get(name + ".w"), W.get(name + ".b"), spec.norm_eps)

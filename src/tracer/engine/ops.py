@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from tracer.engine.ports import Weights
+
 
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     """x @ w + b with w stored [in, out]."""
@@ -19,7 +21,7 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndar
     return y
 
 
-def affine_op(x: str, which: str, W: dict, prefix: str) -> str:
+def affine_op(x: str, which: str, W: Weights, prefix: str) -> str:
     """The op text of a projection, with its bias only when the checkpoint has one: 'x @ W_q + b_q'."""
     return f"{x} @ W_{which}" + (f" + b_{which}" if prefix + f"b_{which}" in W else "")
 

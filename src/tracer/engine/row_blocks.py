@@ -3,20 +3,22 @@
 The attention scores [batch, heads, q, kv] grow with the square of the input and the logits
 [batch, pos, vocab] with the vocabulary; when the recorder keeps none of those steps whole, the engine
 computes them a block of query rows (positions) at a time and the recorder merges each block's
-statistics exactly (trace.stats.RunningStats). Recorders without `keeps`/`blocks` always get whole steps.
+statistics exactly (trace.stats.RunningStats). A sink that keeps a step whole gets it whole.
 """
 
 from __future__ import annotations
+
+from tracer.engine.ports import StepSink
 
 BLOCK_BYTES = 8 * 2**20  # one block of scores: small enough to stay in cache (measured best of 1-32 MiB)
 HEAD_BLOCK_BYTES = 32 * 2**20  # one block of logits: 256+ rows keep x @ W_U near full speed (41 rows: half)
 
 
-def block_rows(rec, names: tuple[str, ...], n_rows: int, row_bytes: int, target: int | None = None) -> int | None:
+def block_rows(rec: StepSink, names: tuple[str, ...], n_rows: int, row_bytes: int,
+               target: int | None = None) -> int | None:
     """Rows per block of about `target` bytes (BLOCK_BYTES), or None to compute whole (a step in `names` is
     kept whole, or the whole is one block)."""
-    keeps = getattr(rec, "keeps", None)
-    if keeps is None or not hasattr(rec, "blocks") or any(keeps(n) for n in names):
+    if any(rec.keeps(n) for n in names):
         return None
     rows = max(1, (BLOCK_BYTES if target is None else target) // max(1, row_bytes))
     return rows if rows < n_rows else None

@@ -7,7 +7,7 @@ import numpy as np
 from tracer.errors import TracerError
 from tracer.masks.canon import Builder
 from tracer.masks.generated import causal_keep, window_keep, window_lr_keep
-from tracer.masks.literal import MaskSource, numpy_dtype
+from tracer.masks.literal import MaskSource
 from tracer.masks.warnings import warn_window
 
 # Options whose default is "off": a convention that has no use for one refuses it rather than ignoring it.
@@ -66,11 +66,6 @@ def float_pref(opts) -> tuple[str, ...]:
     return (opts.score_dtype,)
 
 
-def need_mask(b: Builder, src: MaskSource, what: str) -> None:
-    if src.is_none or src.keyword:
-        raise TracerError(f"--convention {b.convention} needs --mask ({what})")
-
-
 def refuse_mask(b: Builder, src: MaskSource, why: str) -> None:
     if not src.is_none:
         raise TracerError(f"--convention {b.convention} takes no mask tensor: {why}", hint="use --mask none")
@@ -105,7 +100,3 @@ def apply_window(b: Builder, offset: int, how: str | float = "-inf", label: str 
         b.block(window_lr_keep(Q, K, left, right, offset), how)
         b.step(f"∧ window(left={left}, right={right}, offset {offset}){label}", (Q, K), b.shape, ("Q", "K"))
         warn_window(b, None, left, right)
-
-
-def score_float_dtype(opts) -> np.dtype:
-    return numpy_dtype(opts.score_dtype)

@@ -131,7 +131,7 @@ def cast_values(values: np.ndarray, dtype: str, overflowed: list[float] | None =
 
 
 def _fmt(v: float) -> str:
-    return repr(float(v)).replace("inf", "inf")
+    return repr(float(v))
 
 
 # ---------- the literal grammar ----------

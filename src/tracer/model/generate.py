@@ -21,8 +21,10 @@ import numpy as np
 
 from tracer import __version__
 from tracer.names.hf import hf_module
+from tracer.checkpoint.weights import LazyWeights
 from tracer.engine.decode import forward_cached, new_cache
 from tracer.engine.forward import ForwardInputs, forward
+from tracer.engine.ports import StepSink
 from tracer.engine.ops import softmax
 from tracer.errors import TracerError
 from tracer.model.keep import generation_keep
@@ -68,7 +70,9 @@ class RowStep:
 
 
 @dataclass
-class Step:
+class DecodeStep:
+    """One step of a generation (0: the prefill): the cache before and after, each row's choice."""
+
     t: int
     cache_before: int
     cache_after: int
@@ -90,7 +94,7 @@ class Row:
 @dataclass
 class Generation:
     rows: list[Row]
-    steps: list[Step]
+    steps: list[DecodeStep]
     prefill: dict
     eos_ids: list[int]
     sampling: Sampling
@@ -164,7 +168,7 @@ def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Seque
     spec, W = model.spec, _decoding_weights(model.weights)
     width = b.inputs.ids.shape[1]
     check_request(model, width, options)
-    n_rows, dtype = b.inputs.ids.shape[0], getattr(W, "dtype", None) or W["embed.W_E"].dtype
+    n_rows, dtype = b.inputs.ids.shape[0], W.dtype
     dec0 = b.inputs.decoder if model.route == "encoder-decoder" else b.inputs
     prompt_len = dec0.ids.shape[1]
     cache = new_cache(spec, n_rows, prompt_len + options.max_new_tokens, dtype)
@@ -173,7 +177,7 @@ def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Seque
     layer = _panel_layer(spec, options.panel_layer)
     rec, keep, reduced = _recorder(model, n_rows, prompt_len, b, options)
     rows = [Row([t["id"] for t in row if not t.get("pad")]) for row in b.tokens]
-    steps: list[Step] = []
+    steps: list[DecodeStep] = []
     dec_ids, full_mask = dec0.ids, dec0.attention_mask
     pad = model._pad_id()
     with np.errstate(over="ignore", under="ignore"):
@@ -195,7 +199,7 @@ def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Seque
             seconds = time.perf_counter() - start
             recompute = _recompute(model, b, dec_ids, full_mask, logits) if options.check_cache else None
             step_rows = _choose_all(rows, logits, options, rng, t, fed, positions, cache.past, recompute, eos, model.tokenizer)
-            steps.append(Step(t, before, cache.past, seconds, step_rows, _panel(cache, spec, layer, before),
+            steps.append(DecodeStep(t, before, cache.past, seconds, step_rows, _panel(cache, spec, layer, before),
                               float(np.abs(logits).max()), logits.copy() if options.keep_logits else None))
             if all(row.stop is not None for row in rows):
                 break
@@ -255,8 +259,8 @@ def _recompute(model, b, dec_ids: np.ndarray, full_mask: np.ndarray, cached: np.
     return diff.max(axis=-1)
 
 
-class _LogitsOnly:
-    """A recorder that remembers only the logits."""
+class _LogitsOnly(NullRecorder):
+    """A step sink that remembers only the logits, every step computed whole."""
 
     logits = None
 
@@ -265,18 +269,35 @@ class _LogitsOnly:
             self.logits = array
         return array
 
+    def keeps(self, name: str) -> bool:
+        return True
 
-def _prefixed(rec, prefix: str):
-    if isinstance(rec, NullRecorder):
-        return rec
-    return lambda name, array, axes, op: rec(prefix + name, array, axes, op)
+
+class _Prefixed:
+    """A decoding step's sink: `rec` records each name under `decode.{t}.`."""
+
+    def __init__(self, rec: Recorder, prefix: str):
+        self.rec, self.prefix = rec, prefix
+
+    def __call__(self, name, array, axes, op):
+        return self.rec(self.prefix + name, array, axes, op)
+
+    def keeps(self, name: str) -> bool:
+        return self.rec.keeps(self.prefix + name)
+
+    def blocks(self, name, axes, op, shape, dtype):
+        return self.rec.blocks(self.prefix + name, axes, op, shape, dtype)
+
+
+def _prefixed(rec: Recorder, prefix: str) -> StepSink:
+    return rec if isinstance(rec, NullRecorder) else _Prefixed(rec, prefix)
 
 
 def _recorder(model, n_rows: int, prompt_len: int, b, options: GenerateOptions):
     if not options.record:
         return NullRecorder(), (), []
     enc_len = b.inputs.ids.shape[1]
-    itemsize = (getattr(model.weights, "dtype", None) or model.weights["embed.W_E"].dtype).itemsize
+    itemsize = model.weights.dtype.itemsize
     keep, reduced = generation_keep(model.spec, n_rows, prompt_len, options.max_new_tokens, itemsize, enc_len, options.keep)
     family = model.family
     return Recorder(keep, hf_module=lambda name: hf_module(family, strip_decode(name))), keep, reduced
@@ -288,8 +309,7 @@ HELD_WEIGHTS_BUDGET = 2 * 1024**3  # bytes of widened weights kept across decodi
 def _decoding_weights(W):
     """bf16/f16 (or float64-run) weights are widened once for the whole generation when that fits the
     budget, instead of again at every decoding step; a bigger model keeps widening one tensor at a time."""
-    held = getattr(W, "held", None)
-    return held(HELD_WEIGHTS_BUDGET) if held is not None else W
+    return W.held(HELD_WEIGHTS_BUDGET) if isinstance(W, LazyWeights) else W
 
 
 def strip_decode(name: str) -> str:

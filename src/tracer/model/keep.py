@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from tracer.arch.spec import Spec
+from tracer.arch.steps_of import pass_templates
 from tracer.steps import route_templates
 
 
@@ -18,16 +19,17 @@ DEFAULT_BUDGET = 2 * 1024**3  # bytes of kept tensors
 
 
 def step_sizes(spec: Spec, batch: int, length: int, itemsize: int) -> dict[str, int]:
-    """Bytes each step template of the model's route takes in all (summed over blocks), for this model and input.
+    """Bytes each step template the model records (arch.steps_of) takes in all (summed over blocks), for this
+    model and input.
 
     Every sequence axis counts `length` (an encoder-decoder's decoder input is usually shorter: an upper bound)."""
     axis = {"batch": batch, "pos": length, "q_len": length, "kv_len": length, "enc_pos": length, "dec_pos": length,
             "d_model": spec.d_model, "heads": spec.n_heads, "kv_heads": spec.n_kv_heads, "d_head": spec.d_head,
             "d_ff": spec.d_ff, "vocab": spec.vocab_size, "d_embed": spec.d_embed or spec.d_model,
             "experts": spec.moe.n_experts if spec.moe else 0, "top_k": spec.moe.top_k if spec.moe else 0}
-    sizes = {}
+    sizes, made = {}, pass_templates(spec)
     for template, doc in route_templates(spec.route):
-        if not produced(template, spec):
+        if template not in made:
             continue
         stack = spec.encoder if template.startswith("encoder.") and spec.encoder is not None else spec
         count = stack.n_layers if "{i}" in template else 1
@@ -36,55 +38,6 @@ def step_sizes(spec: Spec, batch: int, length: int, itemsize: int) -> dict[str, 
             size //= itemsize * spec.n_heads  # bool, broadcast over heads
         sizes[template.replace("{i}", "*")] = size
     return sizes
-
-
-def produced(template: str, spec: Spec) -> bool:
-    """False for the steps of the route's catalogue that this model does not record (rotary steps without
-    rotary positions, dense-MLP steps in an all-MoE model, soft-capping, q/k norms, the other heads, ...).
-    Decided on the stack the template belongs to (an encoder-decoder's `encoder.` steps on its encoder)."""
-    stack = spec.encoder if spec.encoder is not None and template.startswith(("encoder.", "input.")) \
-        and not template.startswith("input.decoder_") else spec
-    moe = stack.moe
-    dense_mlp = moe is None or (bool(moe.layers) and not all(moe.layers))
-    rule = {
-        "attn.scores.raw": stack.attn_softcap is not None,
-        "attn.q_norm": stack.qk_norm != "none",
-        "attn.k_norm": stack.qk_norm != "none",
-        "attn.q_rot": stack.positions == "rotary",
-        "attn.k_rot": stack.positions == "rotary",
-        "attn.position_bias": stack.relative_bias is not None,
-        "embed.positions": stack.positions == "learned",
-        "input.positions": stack.positions != "relative",
-        "input.decoder_positions": stack.positions != "relative",
-        "ln1.out": stack.norm_placement != "after",
-        "ln2.out": stack.norm_placement in ("pre", "sandwich") and not stack.shared_norm,
-        "resid_mid": stack.residual != "parallel",
-        "ln1_post.out": stack.norm_placement in ("sandwich", "after"),
-        "ln2_post.out": stack.norm_placement in ("sandwich", "after"),
-        "mlp.pre": dense_mlp,
-        "mlp.post": dense_mlp,
-        "mlp.up": dense_mlp and stack.mlp == "gated",
-        "mlp.router.logits": moe is not None,
-        "mlp.router.experts": moe is not None,
-        "mlp.router.weights": moe is not None,
-        "mlp.expert_out": moe is not None,
-        "mlp.shared.out": moe is not None and bool(moe.d_shared),
-        "mlp.shared.gate": moe is not None and bool(moe.d_shared),
-        "final_norm.out": stack.final_norm,
-        "embed.project_in": spec.d_embed is not None,
-        "project_out": spec.d_embed is not None,
-        "head.dense": spec.head == "mlm",
-        "head.act": spec.head == "mlm",
-        "head.ln.out": spec.head == "mlm",
-        "logits.raw": spec.logit_softcap is not None,
-        "logits": spec.head != "none",
-        "probs": spec.head != "none",
-        "pooled": spec.head == "none",
-    }
-    last = template.split("{i}.")[-1]  # the step within its block (or the whole name outside blocks)
-    for prefix in ("encoder.", "decoder."):
-        last = last[len(prefix):] if last.startswith(prefix) else last
-    return rule.get(last, True)
 
 
 def largest_dropped(sizes: dict[str, int], budget: int) -> list[str]:
@@ -132,24 +85,30 @@ def blocked_note(globs: list[str]) -> str:
 
 
 DECODE = "decode.*."
-_CACHE_STEPS = ("attn.k", "attn.k_rot", "attn.v")
 
 
-def decode_step_sizes(spec: Spec, batch: int, kv_len: int, enc_len: int, itemsize: int) -> dict[str, int]:
-    """Bytes each step template takes in one decoding step with `kv_len` cached positions (the new one included)."""
+def cached_key_step(spec: Spec) -> str:
+    """The key step a decoding step records as the whole cache: the last of k -> k_norm -> k_rot the model has
+    (engine.attention; the ones before it hold the new position only)."""
+    return "attn.k_rot" if spec.positions == "rotary" else "attn.k_norm" if spec.qk_norm != "none" else "attn.k"
+
+
+def decode_step_sizes(spec: Spec, batch: int, kv_len: int, enc_len: int, itemsize: int,
+                      made: set[str] | None = None) -> dict[str, int]:
+    """Bytes each step template takes in one decoding step with `kv_len` cached positions (the new one included).
+
+    made: the model's templates (arch.steps_of.pass_templates), when the caller has them already."""
     axis = {"batch": batch, "pos": 1, "q_len": 1, "kv_len": kv_len, "enc_pos": enc_len, "dec_pos": 1,
             "d_model": spec.d_model, "heads": spec.n_heads, "kv_heads": spec.n_kv_heads, "d_head": spec.d_head,
             "d_ff": spec.d_ff, "vocab": spec.vocab_size, "d_embed": spec.d_embed or spec.d_model,
             "experts": spec.moe.n_experts if spec.moe else 0, "top_k": spec.moe.top_k if spec.moe else 0}
-    sizes = {}
+    sizes, made = {}, made if made is not None else pass_templates(spec)
     for template, doc in route_templates(spec.route):
-        if template.startswith(("encoder.", "input.token")) or not produced(template, spec):
+        if template.startswith(("encoder.", "input.token")) or template not in made:
             continue  # the encoder runs once, in the prefill; optional steps this model does not record
         stack = spec
         count = stack.n_layers if "{i}" in template else 1
-        whole_cache = template.endswith(_CACHE_STEPS) and "cross" not in template
-        if template.endswith("attn.k") and spec.positions == "rotary":
-            whole_cache = False  # rotary: attn.k is the new position before rotation; attn.k_rot is the cache
+        whole_cache = template.endswith((cached_key_step(spec), "attn.v")) and "cross" not in template
         sizes_axis = dict(axis, pos=kv_len) if whole_cache else axis
         size = count * itemsize * math.prod(sizes_axis[a] for a in doc.axes)
         if template.endswith("attn.mask"):
@@ -164,8 +123,9 @@ def generation_keep(spec: Spec, batch: int, prompt_len: int, n_new: int, itemsiz
     if keep is not None:
         return tuple(keep) + tuple(DECODE + g for g in keep if not g.startswith("decode.")), []
     totals = dict(step_sizes(spec, batch, max(prompt_len, enc_len), itemsize))
+    made = pass_templates(spec)
     for t in range(1, n_new):
-        for glob, size in decode_step_sizes(spec, batch, prompt_len + t, enc_len, itemsize).items():
+        for glob, size in decode_step_sizes(spec, batch, prompt_len + t, enc_len, itemsize, made).items():
             totals[glob] = totals.get(glob, 0) + size
     dropped = largest_dropped(totals, budget)
     if not dropped:

@@ -36,24 +36,17 @@ from __future__ import annotations
 
 import re
 
-Source = tuple[str, str]  # (module path template, take)
+from tracer.names.hf_base import BASE_CONDITIONS, BASE_NAMES, Source
+from tracer.names.hf_decoders import (DECODER_CONDITIONS, DECODER_HEADS_FIRST, DECODER_LAYER_CONDITIONS, DECODER_NAMES,
+                                      OPT_CONDITIONS, ORDER_BY_CONFIG, opt_with_projections)
+
+__all__ = ["CONDITIONS", "ENCODER_DECODER", "ENCODER_ONLY", "FUSED_QKV", "HEADLESS_PREFIX", "HEADS_FIRST", "HF_NAMES",
+           "LAYER_CONDITIONS", "Source", "hf_module", "hf_source", "names_in_order", "step_for_module"]
 
 # How a fused q/k/v output is laid out on its last axis.
 #   "blocks":     [q (heads*d) ; k (kv_heads*d) ; v (kv_heads*d)]    gpt2 c_attn, phi3 qkv_proj
 #   "per_head":   [h0: q k v, h1: q k v, ...], each d_head wide       gpt_neox query_key_value
 FUSED_QKV: dict[str, str] = {"gpt2": "blocks", "phi3": "blocks", "gpt_neox": "per_head"}
-
-# Steps that exist only under a config condition: (family, template) -> (config field, required value),
-# or a predicate on the config.
-CONDITIONS: dict[tuple[str, str], object] = {
-    ("gpt_neox", "blocks.{i}.resid_mid"): ("use_parallel_residual", False),
-    ("t5", "encoder.blocks.{i}.mlp.up"): ("is_gated_act", True),
-    ("t5", "decoder.blocks.{i}.mlp.up"): ("is_gated_act", True),
-}
-
-# Steps that exist only in some layers: (family, template) -> predicate(config, layer) (qwen2/3_moe: the MoE
-# layers have a router, the mlp_only_layers a dense MLP).
-LAYER_CONDITIONS: dict[tuple[str, str], object] = {}
 
 # What a headless encoder (BertModel, RobertaModel: no head) lacks in front of every module path.
 HEADLESS_PREFIX: dict[str, str] = {"bert": "bert.", "roberta": "roberta."}
@@ -62,240 +55,26 @@ HEADLESS_PREFIX: dict[str, str] = {"bert": "bert.", "roberta": "roberta."}
 ENCODER_DECODER = ("t5", "bart")
 ENCODER_ONLY = ("bert", "roberta")
 
+# family -> step-name template -> (module path template, take), in execution order: the first families
+# (hf_base), OPT with its optional projections, then the decoder families of issue 10 (hf_decoders).
+HF_NAMES: dict[str, dict[str, Source]] = {**BASE_NAMES, "opt": opt_with_projections(BASE_NAMES["opt"]), **DECODER_NAMES}
 
-def _llama_like(*, fused_qkv: bool = False, fused_gate_up: bool = False, embed_tokens: bool = True) -> dict[str, Source]:
-    layer = "model.layers.{i}"
-    names: dict[str, Source] = {}
-    if embed_tokens:  # gemma's embedding module already multiplies by sqrt(d_model): no raw lookup to hook
-        names["embed.tokens"] = ("model.embed_tokens", "output")
-    names["embed.out"] = ("model.embed_tokens", "output")
-    names["blocks.{i}.ln1.out"] = (f"{layer}.input_layernorm", "output")
-    for part in ("q", "k", "v"):
-        if fused_qkv:
-            names[f"blocks.{{i}}.attn.{part}"] = (f"{layer}.self_attn.qkv_proj", f"split:{part}")
-        else:
-            names[f"blocks.{{i}}.attn.{part}"] = (f"{layer}.self_attn.{part}_proj", "output")
-    names["blocks.{i}.attn.mask"] = (f"{layer}.self_attn", "kwarg:attention_mask")
-    names["blocks.{i}.attn.weights"] = (f"{layer}.self_attn", "output[1]")
-    names["blocks.{i}.attn.z"] = (f"{layer}.self_attn.o_proj", "input[0]")
-    names["blocks.{i}.attn.out"] = (f"{layer}.self_attn", "output")
-    names["blocks.{i}.resid_mid"] = (f"{layer}.post_attention_layernorm", "input[0]")
-    names["blocks.{i}.ln2.out"] = (f"{layer}.post_attention_layernorm", "output")
-    if fused_gate_up:
-        names["blocks.{i}.mlp.pre"] = (f"{layer}.mlp.gate_up_proj", "split:gate")
-        names["blocks.{i}.mlp.up"] = (f"{layer}.mlp.gate_up_proj", "split:up")
-    else:
-        names["blocks.{i}.mlp.pre"] = (f"{layer}.mlp.gate_proj", "output")
-        names["blocks.{i}.mlp.up"] = (f"{layer}.mlp.up_proj", "output")
-    names["blocks.{i}.mlp.post"] = (f"{layer}.mlp.down_proj", "input[0]")
-    names["blocks.{i}.mlp.out"] = (f"{layer}.mlp", "output")
-    names["blocks.{i}.resid_post"] = (layer, "output")
-    names["final_norm.out"] = ("model.norm", "output")
-    names["logits"] = ("lm_head", "output")
-    return names
+# Steps that exist only under a config condition: (family, template) -> (config field, required value),
+# or a predicate on the config.
+CONDITIONS: dict[tuple[str, str], object] = {**BASE_CONDITIONS, **OPT_CONDITIONS, **DECODER_CONDITIONS}
+
+# Steps that exist only in some layers: (family, template) -> predicate(config, layer) (qwen2/3_moe: the MoE
+# layers have a router, the mlp_only_layers a dense MLP).
+LAYER_CONDITIONS: dict[tuple[str, str], object] = dict(DECODER_LAYER_CONDITIONS)
+
+# (family, template) whose module output is already [batch, heads, pos, d_head] (normed after the transpose)
+HEADS_FIRST: frozenset[tuple[str, str]] = frozenset(DECODER_HEADS_FIRST)
 
 
-_GPT2: dict[str, Source] = {
-    "embed.tokens": ("transformer.wte", "output"),
-    "embed.positions": ("transformer.wpe", "output"),
-    "embed.out": ("transformer.drop", "output"),
-    "blocks.{i}.ln1.out": ("transformer.h.{i}.ln_1", "output"),
-    "blocks.{i}.attn.q": ("transformer.h.{i}.attn.c_attn", "split:q"),
-    "blocks.{i}.attn.k": ("transformer.h.{i}.attn.c_attn", "split:k"),
-    "blocks.{i}.attn.v": ("transformer.h.{i}.attn.c_attn", "split:v"),
-    "blocks.{i}.attn.mask": ("transformer.h.{i}.attn", "kwarg:attention_mask"),
-    "blocks.{i}.attn.weights": ("transformer.h.{i}.attn", "output[1]"),
-    "blocks.{i}.attn.z": ("transformer.h.{i}.attn.c_proj", "input[0]"),
-    "blocks.{i}.attn.out": ("transformer.h.{i}.attn", "output"),
-    "blocks.{i}.resid_mid": ("transformer.h.{i}.ln_2", "input[0]"),
-    "blocks.{i}.ln2.out": ("transformer.h.{i}.ln_2", "output"),
-    "blocks.{i}.mlp.pre": ("transformer.h.{i}.mlp.c_fc", "output"),
-    "blocks.{i}.mlp.post": ("transformer.h.{i}.mlp.c_proj", "input[0]"),
-    "blocks.{i}.mlp.out": ("transformer.h.{i}.mlp", "output"),
-    "blocks.{i}.resid_post": ("transformer.h.{i}", "output"),
-    "final_norm.out": ("transformer.ln_f", "output"),
-    "logits": ("lm_head", "output"),
-}
-
-_GPT_NEOX: dict[str, Source] = {
-    "embed.tokens": ("gpt_neox.embed_in", "output"),
-    "embed.out": ("gpt_neox.emb_dropout", "output"),
-    "blocks.{i}.ln1.out": ("gpt_neox.layers.{i}.input_layernorm", "output"),
-    "blocks.{i}.attn.q": ("gpt_neox.layers.{i}.attention.query_key_value", "split:q"),
-    "blocks.{i}.attn.k": ("gpt_neox.layers.{i}.attention.query_key_value", "split:k"),
-    "blocks.{i}.attn.v": ("gpt_neox.layers.{i}.attention.query_key_value", "split:v"),
-    "blocks.{i}.attn.mask": ("gpt_neox.layers.{i}.attention", "kwarg:attention_mask"),
-    "blocks.{i}.attn.weights": ("gpt_neox.layers.{i}.attention", "output[1]"),
-    "blocks.{i}.attn.z": ("gpt_neox.layers.{i}.attention.dense", "input[0]"),
-    "blocks.{i}.attn.out": ("gpt_neox.layers.{i}.attention", "output"),
-    # only with use_parallel_residual=False (see CONDITIONS); in the parallel block ln2 reads the block input
-    "blocks.{i}.resid_mid": ("gpt_neox.layers.{i}.post_attention_layernorm", "input[0]"),
-    "blocks.{i}.ln2.out": ("gpt_neox.layers.{i}.post_attention_layernorm", "output"),
-    "blocks.{i}.mlp.pre": ("gpt_neox.layers.{i}.mlp.dense_h_to_4h", "output"),
-    "blocks.{i}.mlp.post": ("gpt_neox.layers.{i}.mlp.dense_4h_to_h", "input[0]"),
-    "blocks.{i}.mlp.out": ("gpt_neox.layers.{i}.mlp", "output"),
-    "blocks.{i}.resid_post": ("gpt_neox.layers.{i}", "output"),
-    "final_norm.out": ("gpt_neox.final_layer_norm", "output"),
-    "logits": ("lm_head", "output"),  # stored as `embed_out.weight` in checkpoints, renamed on load
-}
-
-_OPT: dict[str, Source] = {
-    "embed.tokens": ("model.decoder.embed_tokens", "output"),
-    "embed.positions": ("model.decoder.embed_positions", "output"),
-    "embed.out": ("model.decoder.layers.0", "input[0]"),  # tokens + positions are added inline
-    "blocks.{i}.ln1.out": ("model.decoder.layers.{i}.self_attn_layer_norm", "output"),
-    "blocks.{i}.attn.q": ("model.decoder.layers.{i}.self_attn.q_proj", "output"),  # before OPT scales it
-    "blocks.{i}.attn.k": ("model.decoder.layers.{i}.self_attn.k_proj", "output"),
-    "blocks.{i}.attn.v": ("model.decoder.layers.{i}.self_attn.v_proj", "output"),
-    "blocks.{i}.attn.mask": ("model.decoder.layers.{i}.self_attn", "kwarg:attention_mask"),
-    "blocks.{i}.attn.weights": ("model.decoder.layers.{i}.self_attn", "output[1]"),
-    "blocks.{i}.attn.z": ("model.decoder.layers.{i}.self_attn.out_proj", "input[0]"),
-    "blocks.{i}.attn.out": ("model.decoder.layers.{i}.self_attn", "output"),
-    "blocks.{i}.resid_mid": ("model.decoder.layers.{i}.final_layer_norm", "input[0]"),
-    "blocks.{i}.ln2.out": ("model.decoder.layers.{i}.final_layer_norm", "output"),
-    "blocks.{i}.mlp.pre": ("model.decoder.layers.{i}.fc1", "output"),
-    "blocks.{i}.mlp.post": ("model.decoder.layers.{i}.fc2", "input[0]"),
-    "blocks.{i}.mlp.out": ("model.decoder.layers.{i}.fc2", "output"),
-    "blocks.{i}.resid_post": ("model.decoder.layers.{i}", "output"),
-    "final_norm.out": ("model.decoder.final_layer_norm", "output"),
-    "logits": ("lm_head", "output"),
-}
-
-def _bert_like(base: str, head: dict[str, Source]) -> dict[str, Source]:
-    """BERT / RoBERTa (post-norm): the *ForMaskedLM module tree; `head` holds the MLM head's entries."""
-    layer = f"{base}.encoder.layer.{{i}}"
-    names: dict[str, Source] = {
-        "embed.tokens": (f"{base}.embeddings.word_embeddings", "output"),
-        "embed.positions": (f"{base}.embeddings.position_embeddings", "output"),
-        "embed.token_types": (f"{base}.embeddings.token_type_embeddings", "output"),
-        "embed.out": (f"{base}.embeddings", "output"),  # LayerNorm(tokens + types + positions), dropout off
-        "blocks.{i}.attn.q": (f"{layer}.attention.self.query", "output"),
-        "blocks.{i}.attn.k": (f"{layer}.attention.self.key", "output"),
-        "blocks.{i}.attn.v": (f"{layer}.attention.self.value", "output"),
-        "blocks.{i}.attn.mask": (f"{layer}.attention.self", "kwarg:attention_mask"),
-        "blocks.{i}.attn.weights": (f"{layer}.attention.self", "output[1]"),
-        "blocks.{i}.attn.z": (f"{layer}.attention.output.dense", "input[0]"),
-        "blocks.{i}.attn.out": (f"{layer}.attention.output.dense", "output"),  # before residual and LayerNorm
-        "blocks.{i}.resid_mid": (f"{layer}.attention.output.LayerNorm", "input[0]"),
-        "blocks.{i}.ln1.out": (f"{layer}.attention.output.LayerNorm", "output"),
-        "blocks.{i}.mlp.pre": (f"{layer}.intermediate.dense", "output"),
-        "blocks.{i}.mlp.post": (f"{layer}.intermediate", "output"),
-        "blocks.{i}.mlp.out": (f"{layer}.output.dense", "output"),  # before residual and LayerNorm
-        "blocks.{i}.resid_post": (layer, "output"),  # = output.LayerNorm output = hidden_states[i+1]
-    }
-    return names | head
-
-
-_BERT_HEAD: dict[str, Source] = {
-    "head.dense": ("cls.predictions.transform.dense", "output"),
-    "head.act": ("cls.predictions.transform.transform_act_fn", "output"),  # config.hidden_act
-    "head.ln.out": ("cls.predictions.transform.LayerNorm", "output"),
-    "logits": ("cls.predictions.decoder", "output"),  # tied to word_embeddings; bias = cls.predictions.bias
-}
-
-_ROBERTA_HEAD: dict[str, Source] = {
-    "head.dense": ("lm_head.dense", "output"),
-    "head.act": ("lm_head.layer_norm", "input[0]"),  # exact-erf gelu() as a function, whatever hidden_act says
-    "head.ln.out": ("lm_head.layer_norm", "output"),
-    "logits": ("lm_head.decoder", "output"),  # tied to word_embeddings; bias = lm_head.bias
-}
-
-
-def _t5() -> dict[str, Source]:
-    """T5 v1.0 / v1.1 (pre-norm, RMS norm, relative position bias computed in block 0 and shared)."""
-    names: dict[str, Source] = {}
-    for stack in ("encoder", "decoder"):
-        block = f"{stack}.block.{{i}}"
-        attn = f"{block}.layer.0.SelfAttention"
-        ff = f"{block}.layer.{2 if stack == 'decoder' else 1}"
-        step = f"{stack}.blocks.{{i}}"
-        names[f"{stack}.embed.tokens"] = (f"{stack}.embed_tokens", "output")
-        names[f"{stack}.embed.out"] = (f"{stack}.block.0", "input[0]")  # no scale, no positions; dropout off
-        names[f"{step}.ln1.out"] = (f"{block}.layer.0.layer_norm", "output")
-        for part in ("q", "k", "v"):
-            names[f"{step}.attn.{part}"] = (f"{attn}.{part}", "output")
-        names[f"{step}.attn.position_bias"] = (attn, "output[1]")  # bias only; block 0's, passed on unchanged
-        names[f"{step}.attn.mask"] = (attn, "kwarg:mask")
-        names[f"{step}.attn.weights"] = (attn, "output[2]")
-        names[f"{step}.attn.z"] = (f"{attn}.o", "input[0]")
-        names[f"{step}.attn.out"] = (attn, "output")
-        names[f"{step}.resid_mid"] = (f"{block}.layer.0", "output")
-        if stack == "decoder":
-            cross = f"{block}.layer.1.EncDecAttention"
-            names[f"{step}.ln_cross.out"] = (f"{block}.layer.1.layer_norm", "output")
-            for part in ("q", "k", "v"):  # k, v from encoder.final_norm.out
-                names[f"{step}.cross_attn.{part}"] = (f"{cross}.{part}", "output")
-            names[f"{step}.cross_attn.mask"] = (cross, "kwarg:mask")
-            names[f"{step}.cross_attn.weights"] = (cross, "output[2]")
-            names[f"{step}.cross_attn.z"] = (f"{cross}.o", "input[0]")
-            names[f"{step}.cross_attn.out"] = (cross, "output")
-            names[f"{step}.resid_cross"] = (f"{block}.layer.1", "output")
-        names[f"{step}.ln2.out"] = (f"{ff}.layer_norm", "output")
-        names[f"{step}.mlp.pre"] = (f"{ff}.DenseReluDense.act", "input[0]")  # wi (v1.0) or wi_0 (gated) output
-        names[f"{step}.mlp.up"] = (f"{ff}.DenseReluDense.wi_1", "output")  # gated only (CONDITIONS)
-        names[f"{step}.mlp.post"] = (f"{ff}.DenseReluDense.wo", "input[0]")
-        names[f"{step}.mlp.out"] = (f"{ff}.DenseReluDense", "output")
-        names[f"{step}.resid_post"] = (block, "output")
-        names[f"{stack}.final_norm.out"] = (f"{stack}.final_layer_norm", "output")
-    names["logits"] = ("lm_head", "output")  # input scaled by d_model**-0.5 when config.scale_decoder_outputs
-    return names
-
-
-def _bart() -> dict[str, Source]:
-    """BART (post-norm, learned positions offset by 2, embedding LayerNorm, no final norm)."""
-    names: dict[str, Source] = {}
-    for stack in ("encoder", "decoder"):
-        base = f"model.{stack}"
-        layer = f"{base}.layers.{{i}}"
-        step = f"{stack}.blocks.{{i}}"
-        # no embed.tokens: embed_tokens already multiplies by sqrt(d_model) (scale_embedding), like gemma
-        names[f"{stack}.embed.positions"] = (f"{base}.embed_positions", "output")
-        names[f"{stack}.embed.out"] = (f"{base}.layernorm_embedding", "output")
-        for part in ("q", "k", "v"):
-            names[f"{step}.attn.{part}"] = (f"{layer}.self_attn.{part}_proj", "output")
-        names[f"{step}.attn.mask"] = (f"{layer}.self_attn", "kwarg:attention_mask")
-        names[f"{step}.attn.weights"] = (f"{layer}.self_attn", "output[1]")
-        names[f"{step}.attn.z"] = (f"{layer}.self_attn.out_proj", "input[0]")
-        names[f"{step}.attn.out"] = (f"{layer}.self_attn", "output")
-        names[f"{step}.resid_mid"] = (f"{layer}.self_attn_layer_norm", "input[0]")
-        names[f"{step}.ln1.out"] = (f"{layer}.self_attn_layer_norm", "output")
-        if stack == "decoder":
-            cross = f"{layer}.encoder_attn"
-            for part in ("q", "k", "v"):  # k, v from the last encoder block's output
-                names[f"{step}.cross_attn.{part}"] = (f"{cross}.{part}_proj", "output")
-            names[f"{step}.cross_attn.mask"] = (cross, "kwarg:attention_mask")
-            names[f"{step}.cross_attn.weights"] = (cross, "output[1]")
-            names[f"{step}.cross_attn.z"] = (f"{cross}.out_proj", "input[0]")
-            names[f"{step}.cross_attn.out"] = (cross, "output")
-            names[f"{step}.resid_cross"] = (f"{layer}.encoder_attn_layer_norm", "input[0]")
-            names[f"{step}.ln_cross.out"] = (f"{layer}.encoder_attn_layer_norm", "output")
-        names[f"{step}.mlp.pre"] = (f"{layer}.fc1", "output")
-        names[f"{step}.mlp.post"] = (f"{layer}.fc2", "input[0]")
-        names[f"{step}.mlp.out"] = (f"{layer}.fc2", "output")
-        names[f"{step}.resid_post"] = (layer, "output")
-    names["logits"] = ("lm_head", "output")  # final_logits_bias is added after lm_head
-    return names
-
-
-# (family, template) whose module output is already [batch, heads, pos, d_head] (normed after the transpose);
-# filled by hf_names_decoders
-HEADS_FIRST: set[tuple[str, str]] = set()
-
-HF_NAMES: dict[str, dict[str, Source]] = {
-    "gpt2": _GPT2,
-    "llama": _llama_like(),
-    "mistral": _llama_like(),
-    "qwen2": _llama_like(),
-    "gemma": _llama_like(embed_tokens=False),
-    "phi3": _llama_like(fused_qkv=True, fused_gate_up=True),
-    "gpt_neox": _GPT_NEOX,
-    "opt": _OPT,
-    "bert": _bert_like("bert", _BERT_HEAD),
-    "roberta": _bert_like("roberta", _ROBERTA_HEAD),
-    "t5": _t5(),
-    "bart": _bart(),
-}
-
+def names_in_order(family: str, config) -> dict[str, Source]:
+    """The family's table in the execution order of this config (OPT-350m norms after attention)."""
+    reorder = ORDER_BY_CONFIG.get(family)
+    return reorder(HF_NAMES[family], config) if reorder is not None else HF_NAMES[family]
 
 
 _BLOCK = re.compile(r"^((?:encoder|decoder)\.)?blocks\.(\d+)\.(.+)$")
@@ -355,8 +134,3 @@ def _step_for_path(family: str, module_path: str, take: str) -> str | None:
         if m:
             return template.format(i=m.group(1)) if m.groups() else template
     return None
-
-
-# the decoder families issue 10 added (qwen3, olmo2, starcoder2, phi, gemma2/3, mixtral, qwen3_moe) and
-# opt-350m's projections register themselves into HF_NAMES, CONDITIONS and HEADS_FIRST
-from tracer.names import hf_decoders  # noqa: E402,F401

@@ -1,15 +1,17 @@
-"""Where the steps of issue 10's decoder families live in transformers (see hf_names for the conventions).
+"""Where the steps of issue 10's decoder families live in transformers (see tracer.names.hf for the conventions).
 
 qwen3 and gemma3 add q/k norms, olmo2 and gemma2/3 norms after each sublayer, gemma2/3 capped logits,
 starcoder2 and phi plain MLPs (phi q/k LayerNorms with qk_layernorm), mixtral and qwen2/3_moe a router in
 place of the MLP (qwen2_moe a shared expert beside it; qwen2/3_moe keep the MLP on their dense layers);
-OPT-350m projects its embeddings in and out. Imported by hf_names, whose tables it extends; no torch.
+OPT-350m projects its embeddings in and out. Pure data for tracer.names.hf, which assembles the tables;
+nothing here changes another module's tables, and no torch.
 """
 
 from __future__ import annotations
 
-from tracer.names.hf import CONDITIONS, HEADS_FIRST, HF_NAMES, LAYER_CONDITIONS, Source, _llama_like
 from tracer.arch.qwen3_moe import sparse_layers
+from tracer.names.hf_base import Source, llama_like
+
 
 def _with_qk_norm(names: dict[str, Source]) -> dict[str, Source]:
     """Add attn.q_norm / attn.k_norm (modules self_attn.q_norm / k_norm) right after attn.v."""
@@ -55,7 +57,7 @@ def _plain_mlp(names: dict[str, Source], fc: str, proj: str) -> dict[str, Source
 
 def _phi() -> dict[str, Source]:
     """Parallel block, one shared input_layernorm, output projection `dense`, final_layernorm."""
-    names = _plain_mlp(_llama_like(), "fc1", "fc2")
+    names = _plain_mlp(llama_like(), "fc1", "fc2")
     for template in ("blocks.{i}.resid_mid", "blocks.{i}.ln2.out"):
         del names[template]
     names["blocks.{i}.attn.z"] = ("model.layers.{i}.self_attn.dense", "input[0]")
@@ -69,8 +71,6 @@ def _logits_softcapped(names: dict[str, Source]) -> dict[str, Source]:
     out["logits.raw"] = ("lm_head", "output")
     return out
 
-
-HEADS_FIRST.update({("gemma3_text", "blocks.{i}.attn.q_norm"), ("gemma3_text", "blocks.{i}.attn.k_norm")})
 
 _DENSE_MLP = ("blocks.{i}.mlp.pre", "blocks.{i}.mlp.up", "blocks.{i}.mlp.post")
 
@@ -104,11 +104,10 @@ def _dense_layer(config, i: int) -> bool:
     return not _moe_layer(config, i)
 
 
-def _by_layer(family: str) -> None:
+def _by_layer(family: str, names: dict[str, Source]) -> dict[tuple[str, str], object]:
     """Router and shared-expert steps on the layers with experts, the dense MLP's steps on the others."""
-    for template in HF_NAMES[family]:
-        if template.startswith("blocks.{i}.mlp.") and template != "blocks.{i}.mlp.out":
-            LAYER_CONDITIONS[(family, template)] = _dense_layer if template in _DENSE_MLP else _moe_layer
+    return {(family, t): _dense_layer if t in _DENSE_MLP else _moe_layer
+            for t in names if t.startswith("blocks.{i}.mlp.") and t != "blocks.{i}.mlp.out"}
 
 
 def _with_qk_layernorm(names: dict[str, Source]) -> dict[str, Source]:
@@ -119,24 +118,26 @@ def _with_qk_layernorm(names: dict[str, Source]) -> dict[str, Source]:
     return out
 
 
-HEADS_FIRST.update({("phi", "blocks.{i}.attn.q_norm"), ("phi", "blocks.{i}.attn.k_norm")})
-CONDITIONS.update({("phi", "blocks.{i}.attn.q_norm"): ("qk_layernorm", True),
-                   ("phi", "blocks.{i}.attn.k_norm"): ("qk_layernorm", True)})
-
-
-HF_NAMES.update({
-    "mixtral": _moe(_llama_like()),
-    "qwen3_moe": _moe(_with_qk_norm(_llama_like()), dense_layers=True),
-    "qwen2_moe": _moe(_llama_like(), dense_layers=True, shared=True),
-    "qwen3": _with_qk_norm(_llama_like()),
-    "olmo2": _with_qk_norm(_sublayer_norms(_llama_like(), sandwich=False)),
-    "starcoder2": _plain_mlp(_llama_like(), "c_fc", "c_proj"),
+DECODER_NAMES: dict[str, dict[str, Source]] = {
+    "mixtral": _moe(llama_like()),
+    "qwen3_moe": _moe(_with_qk_norm(llama_like()), dense_layers=True),
+    "qwen2_moe": _moe(llama_like(), dense_layers=True, shared=True),
+    "qwen3": _with_qk_norm(llama_like()),
+    "olmo2": _with_qk_norm(_sublayer_norms(llama_like(), sandwich=False)),
+    "starcoder2": _plain_mlp(llama_like(), "c_fc", "c_proj"),
     "phi": _with_qk_layernorm(_phi()),
-    "gemma2": _logits_softcapped(_sublayer_norms(_llama_like(embed_tokens=False), sandwich=True)),
-    "gemma3_text": _logits_softcapped(_with_qk_norm(_sublayer_norms(_llama_like(embed_tokens=False), sandwich=True))),
-})
-_by_layer("qwen3_moe")
-_by_layer("qwen2_moe")
+    "gemma2": _logits_softcapped(_sublayer_norms(llama_like(embed_tokens=False), sandwich=True)),
+    "gemma3_text": _logits_softcapped(_with_qk_norm(_sublayer_norms(llama_like(embed_tokens=False), sandwich=True))),
+}
+
+DECODER_CONDITIONS: dict[tuple[str, str], object] = {("phi", "blocks.{i}.attn.q_norm"): ("qk_layernorm", True),
+                                                     ("phi", "blocks.{i}.attn.k_norm"): ("qk_layernorm", True)}
+DECODER_LAYER_CONDITIONS: dict[tuple[str, str], object] = {
+    **_by_layer("qwen3_moe", DECODER_NAMES["qwen3_moe"]), **_by_layer("qwen2_moe", DECODER_NAMES["qwen2_moe"])}
+# norms applied after the head split: the module's output is already [batch, heads, pos, d_head]
+DECODER_HEADS_FIRST: frozenset[tuple[str, str]] = frozenset({
+    ("gemma3_text", "blocks.{i}.attn.q_norm"), ("gemma3_text", "blocks.{i}.attn.k_norm"),
+    ("phi", "blocks.{i}.attn.q_norm"), ("phi", "blocks.{i}.attn.k_norm")})
 
 
 def _opt_final_norm(config) -> bool:
@@ -148,17 +149,40 @@ def _opt_projects(config) -> bool:
     return getattr(config, "word_embed_proj_dim", None) not in (None, config.hidden_size)
 
 
-_opt = {}
-for _t, _s in HF_NAMES["opt"].items():
-    if _t == "logits":
-        _opt["project_out"] = ("model.decoder.project_out", "output")
-    _opt[_t] = _s
-    if _t == "embed.tokens":
-        _opt["embed.project_in"] = ("model.decoder.project_in", "output")
-HF_NAMES["opt"] = _opt
-CONDITIONS.update({("opt", "final_norm.out"): _opt_final_norm,
-                   # post-norm: final_layer_norm reads resid_mid's output + mlp.out, not resid_mid
-                   ("opt", "blocks.{i}.resid_mid"): ("do_layer_norm_before", True),
-                   ("opt", "blocks.{i}.ln2.out"): ("do_layer_norm_before", True),  # post-norm: that is resid_post
-                   ("opt", "embed.project_in"): _opt_projects,
-                   ("opt", "project_out"): _opt_projects})
+def opt_with_projections(opt: dict[str, Source]) -> dict[str, Source]:
+    """OPT's table with OPT-350m's project_in (after embed.tokens) and project_out (before logits)."""
+    out: dict[str, Source] = {}
+    for template, source in opt.items():
+        if template == "logits":
+            out["project_out"] = ("model.decoder.project_out", "output")
+        out[template] = source
+        if template == "embed.tokens":
+            out["embed.project_in"] = ("model.decoder.project_in", "output")
+    return out
+
+
+def opt_order(names: dict[str, Source], config) -> dict[str, Source]:
+    """The same table in this config's execution order: a post-norm OPT (OPT-350m) norms after attention,
+    so ln1.out (self_attn_layer_norm) comes after attn.out rather than before attn.q."""
+    if getattr(config, "do_layer_norm_before", True):
+        return names
+    out = {t: s for t, s in names.items() if t != "blocks.{i}.ln1.out"}
+    ordered: dict[str, Source] = {}
+    for template, source in out.items():
+        ordered[template] = source
+        if template == "blocks.{i}.attn.out":
+            ordered["blocks.{i}.ln1.out"] = names["blocks.{i}.ln1.out"]
+    return ordered
+
+
+# family -> (table, config) -> the table in that config's execution order, where the config changes it
+ORDER_BY_CONFIG = {"opt": opt_order}
+
+OPT_CONDITIONS: dict[tuple[str, str], object] = {
+    ("opt", "final_norm.out"): _opt_final_norm,
+    # post-norm: final_layer_norm reads resid_mid's output + mlp.out, not resid_mid
+    ("opt", "blocks.{i}.resid_mid"): ("do_layer_norm_before", True),
+    ("opt", "blocks.{i}.ln2.out"): ("do_layer_norm_before", True),  # post-norm: that is resid_post
+    ("opt", "embed.project_in"): _opt_projects,
+    ("opt", "project_out"): _opt_projects,
+}

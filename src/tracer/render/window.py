@@ -39,17 +39,6 @@ def window(n: int, focus: int, budget: int, lead: int = LEAD) -> list[int | None
     return shown
 
 
-def hidden_ranges(shown: list[int | None], n: int) -> list[tuple[int, int]]:
-    """The (first, last) positions each gap marker stands for."""
-    out = []
-    for i, k in enumerate(shown):
-        if k is GAP:
-            before = shown[i - 1] if i else -1
-            after = shown[i + 1] if i + 1 < len(shown) else n
-            out.append((before + 1, after - 1))
-    return out
-
-
 def span_text(shown: list[int | None], n: int | None = None) -> str:
     """'0, 100–119 of 120' (or without 'of N') for a caption."""
     parts, run = [], []

@@ -108,9 +108,10 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
             if "target" in dist and report["lens"]["layers"]:
                 track_target(report["lens"], trace, model, row, positions[0], dist["target"])
     if "cost" in sections:
-        from tracer.report.cost import measured_cost, spec_from_dict
+        from tracer.arch.spec import Spec
+        from tracer.report.cost import measured_cost
 
-        report["cost"] = measured_cost(trace, model.spec if model is not None else spec_from_dict(spec))
+        report["cost"] = measured_cost(trace, model.spec if model is not None else Spec.from_dict(spec))
     return report
 
 

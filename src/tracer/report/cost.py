@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
-
-from tracer.arch.spec import PoolingSpec, RelativeBiasSpec, RopeSpec, Spec
+from tracer.arch.spec import Spec
 from tracer.cost.counts import Pass
 from tracer.cost.routes import pass_costs
 from tracer.cost.summary import DTYPE_BYTES, template
 from tracer.errors import TracerError
 
 SLOWEST = 3  # how many steps are marked as the slow ones
-
-
-def spec_from_dict(d: dict) -> Spec:
-    """A Spec back from a trace's metadata (Spec.to_dict), ignoring fields this version does not know."""
-    known = {f.name for f in fields(Spec)}
-    kw = {k: v for k, v in d.items() if k in known}
-    for name, kind in (("rope", RopeSpec), ("relative_bias", RelativeBiasSpec), ("pooling", PoolingSpec)):
-        if kw.get(name):
-            kw[name] = kind(**kw[name])
-    if kw.get("encoder"):
-        kw["encoder"] = spec_from_dict(kw["encoder"])
-    kw["sliding_window"] = tuple(kw.get("sliding_window") or ())
-    return Spec(**kw)
 
 
 def measured_cost(trace, spec: Spec) -> dict:

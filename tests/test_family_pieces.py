@@ -1,9 +1,11 @@
-"""Issue 10's families and rope scalings beyond parity: the pieces each adds, checked on their own."""
+"""The newer families (qwen3, olmo2, phi, gemma2/3, MoE, ...) and rope scalings beyond parity: the pieces
+each adds, checked on their own."""
 
 import numpy as np
 import pytest
 
 from conftest import model_dir
+from fixture_tools import rerouted_copy
 from tracer import load_model
 from tracer.arch.spec import RopeSpec
 from tracer.engine.ops import softcap
@@ -97,12 +99,12 @@ def test_plain_models_have_no_rope_scaling_line_and_skip_absent_steps_in_the_bud
 @pytest.mark.parametrize("name", ["qwen3", "olmo2", "starcoder2", "phi", "gemma2", "gemma3_text", "opt-350m",
                                   "mixtral", "qwen3_moe", "qwen2_moe", "qwen3_moe-dense", "phi-qk"])
 def test_shape_flow_knows_the_inputs_of_every_new_step(name):
-    from tracer.report.flow import step_inputs
+    from tracer.report.flow import inputs_by_step
 
     model = load_model(model_dir(name))
     t = model.run(ids=[[3, 4, 5]])
-    present, spec = set(t.names()), model.spec.to_dict()
-    assert [n for n in t.names() if not n.startswith("input.") and not step_inputs(n, present, spec)] == []
+    inputs = inputs_by_step(model.spec, set(t.names()))
+    assert [n for n in t.names() if not n.startswith("input.") and not inputs.get(n)] == []
 
 
 # ---------- mixture of experts ----------
@@ -112,11 +114,11 @@ def test_shape_flow_knows_the_inputs_of_every_new_step(name):
 @pytest.mark.parametrize("reference", ["reference.safetensors", "reference_batch.safetensors"])
 def test_moe_chooses_the_experts_transformers_chose_token_by_token(name, reference):
     from tracer.trace import Trace
-    from test_parity import _run_like
+    from parity_check import run_like
 
     folder = model_dir(name)
     ref = Trace.load(folder / reference)
-    ours = _run_like(load_model(folder), ref)
+    ours = run_like(load_model(folder), ref)
     real = ref["input.mask"].astype(bool)
     spec = load_model(folder).spec
     for i in range(spec.n_layers):
@@ -170,24 +172,6 @@ def test_routing_section_is_skipped_for_dense_models():
     assert "routing" not in json.loads(result.output)["sections"]
 
 
-def _rerouted_copy(trace, block: int, pos: int):
-    """The trace with one token sent to an expert it did not choose at `block` (a simulated routing bug)."""
-    import dataclasses
-
-    from tracer.trace import Trace
-
-    name = f"blocks.{block}.mlp.router.experts"
-    steps = []
-    for s in trace.steps:
-        if s.name == name:
-            arr = s.array.copy()
-            unused = next(e for e in range(4) if e not in arr[0, pos])
-            arr[0, pos, 1] = unused
-            s = dataclasses.replace(s, array=arr)
-        steps.append(s)
-    return Trace(steps, dict(trace.meta))
-
-
 def test_diff_names_the_first_token_routed_differently(tmp_path):
     import json
 
@@ -197,7 +181,7 @@ def test_diff_names_the_first_token_routed_differently(tmp_path):
     from tracer.diff.compare import compare
 
     ref = load_model(model_dir("mixtral")).run(ids=[[5, 17, 42, 60, 61, 70]])
-    mine = _rerouted_copy(ref, block=1, pos=3)
+    mine = rerouted_copy(ref, block=1, pos=3)
     report = compare(ref, mine)
     choice = report.extras["expert_choice"]
     assert (choice["block"], choice["row"], choice["pos"], choice["tokens_rerouted"]) == (1, 0, 3, 1)
