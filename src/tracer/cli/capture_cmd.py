@@ -26,6 +26,9 @@ tracer capture t5/ "The cat sleeps." --decoder-ids 0,5,7 -o hf.safetensors
 
 # then check tracer against it
 tracer diff hf.safetensors model/
+
+# an ONNX export (either torch exporter), its values named after the folder's modules
+tracer capture model.onnx --model model/ "春天来" -o onnx.safetensors
 """
 
 INSTALL_HINT = "pip install 'tracer[torch]' (torch==2.13.0 and transformers==5.24.0)"
@@ -37,7 +40,7 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def capture(
-    model_dir: Path = typer.Argument(..., metavar="MODEL_DIR", help="Checkpoint folder (config.json, *.safetensors, tokenizer.json).", show_default=False),
+    model_dir: Path = typer.Argument(..., metavar="MODEL_DIR", help="Checkpoint folder (config.json, *.safetensors, tokenizer.json), or an .onnx export (with --model).", show_default=False),
     prompts: Optional[List[str]] = typer.Argument(None, metavar="TEXT", help="Prompt text (quote it); several prompts form a padded batch with --batch, or when any of them contains a space.", show_default=False),
     ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids, comma separated; repeat for a batch."),
     output: Path = typer.Option(..., "--output", "-o", help="Trace file to write (.safetensors).", show_default=False),
@@ -49,8 +52,14 @@ def capture(
     token_types: Optional[List[str]] = typer.Option(None, "--token-types", help="BERT/RoBERTa only: token type ids, comma separated; repeat for a batch. Default: zeros."),
     batch: bool = typer.Option(False, "--batch", help="Run several prompts as one padded batch (as tracer run)."),
     allow_long: bool = typer.Option(False, "--allow-long", help="Capture past max_position_embeddings on rotary or relative positions (as tracer run --allow-long; the trace records the warning). Learned position tables are refused all the same."),
+    model: Optional[Path] = typer.Option(None, "--model", metavar="DIR", help="With an .onnx file: the checkpoint folder it was exported from (its config, tokenizer and module names)."),
 ):
     from tracer.cli.prompts import check_prompts
+
+    if model_dir.suffix == ".onnx" or model is not None:
+        from tracer.cli.capture_onnx import capture_onnx_cmd
+
+        return capture_onnx_cmd(model_dir, model, check_prompts(prompts, batch), ids, output, pad_side)
 
     if prompts and ids:
         raise TracerError("give prompt text or --ids, not both")

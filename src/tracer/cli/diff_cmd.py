@@ -38,6 +38,9 @@ tracer diff model/ port-dump.safetensors
 tracer diff ref.safetensors port-dump.safetensors --names hf
 tracer diff ref.safetensors tl-cache.safetensors --names tl --json
 
+# a port judged by the rules porting teams use (exit 1 when one fails)
+tracer diff ref.safetensors port.safetensors --verdict nmse,kl
+
 # the same, and the error profile as an HTML page
 tracer diff model-v1/ model-v2/ "春天来" --export-html diff.html
 """
@@ -59,13 +62,18 @@ def diff(
     steps: Optional[List[str]] = typer.Option(None, "--steps", help="Only steps matching this glob (repeatable), e.g. 'blocks.3.*'."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole diff as JSON (first_divergence, steps, blocks, ...)."),
     show_all: bool = typer.Option(False, "--all", help="Show every step in the table."),
-    top_k: int = typer.Option(5, "--top-k", help="k of the top-k overlap on logits and probs."),
+    top_k: int = typer.Option(5, "--top-k", "--topk", help="k of the top-k overlap on logits and probs, and of the topk verdict."),
     dtype: str = typer.Option("float32", "--dtype", help="Compute dtype when running checkpoint folders: float32 or float64."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML page: the per-step error profile on a log scale with the first divergence marked, and the tables."),
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run checkpoint folders even when they hold weights the config does not use."),
     allow_long: bool = typer.Option(False, "--allow-long", help="Run checkpoint folders past max_position_embeddings on rotary or relative positions (untrained there; a warning says so). Learned position tables are refused all the same."),
+    verdict: Optional[List[str]] = typer.Option(None, "--verdict", metavar="NAME", help="Also judge by a rule porting teams use (repeatable): nmse (llama.cpp's bands on logits), layers (mlx-lm-tests' per-block max|Δ|/max|ref|), topk (vLLM: at the first different pick, each in the other's top-k; k from --top-k), kl (MaxText: max KL of the next-token distributions <= --max-kl), steps (tracer's atol/rtol rule). With any, the exit status is 1 when a given verdict fails, else 0."),
+    max_kl: float = typer.Option(0.015, "--max-kl", help="The kl verdict's bound, in nats (MaxText's scripts use 0.015)."),
 ):
-    from tracer.diff import diff_traces, report_json
+    from tracer.diff import aligned_pair, diff_traces, report_json
+    from tracer.diff.report import clean
+    from tracer.diff.verdicts import dtype_flags, verdicts
+    from tracer.render.verdicts_view import dtype_flags_view, verdicts_view
     from tracer.diff.inputs import input_difference, prefix_trace
     from tracer.diff.generation import generation_summary
     from tracer.render.diff_view import render_diff
@@ -106,11 +114,30 @@ def diff(
 
         write_text(export_html, diff_page(report_json(report)))
         confirm_stderr(f"wrote the page to {export_html} ({export_html.stat().st_size:,} bytes)")
+    ref_t, mine_t = aligned_pair(ref, mine, names)[:2]  # as compared: under tracer's names
+    judged = verdicts(_split(verdict), ref_t, mine_t, report, top_k, max_kl) if verdict else None
+    flags = dtype_flags(ref_t, mine_t)
+    if flags:
+        report.extras["dtypes"] = flags
     if as_json:
-        sys.stdout.write(json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n")
+        payload = report_json(report)
+        if judged is not None:
+            payload["verdicts"] = [v.to_dict() for v in judged]
+        sys.stdout.write(json.dumps(clean(payload), ensure_ascii=False, indent=1) + "\n")
     else:
-        render_diff(make_console(), report, show_all=show_all)
+        console = make_console()
+        render_diff(console, report, show_all=show_all)
+        if flags:
+            console.print(dtype_flags_view(flags))
+        if judged is not None:
+            console.print(verdicts_view(judged))
+    if judged is not None:
+        raise typer.Exit(0 if all(v.passed for v in judged) else 1)
     raise typer.Exit(1 if report.diverged or inputs is not None else 0)
+
+
+def _split(values: list[str]) -> list[str]:
+    return [n.strip() for v in values for n in v.split(",") if n.strip()]
 
 
 @dataclass

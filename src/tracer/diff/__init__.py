@@ -19,7 +19,7 @@ from tracer.trace import Trace
 
 __all__ = [
     "DEFAULT_ATOL", "DEFAULT_RTOL", "REASONS", "DiffReport", "StepDiff", "Translation",
-    "compare", "diff_traces", "is_engine_trace", "report_json", "translate",
+    "aligned_pair", "compare", "diff_traces", "is_engine_trace", "report_json", "translate",
 ]
 
 
@@ -54,14 +54,8 @@ def diff_traces(
     """
     if missing_fails is None:
         missing_fails = is_engine_trace(ref) and is_engine_trace(mine)
-    if is_foreign(ref) and not is_foreign(mine):
-        translation = translate(ref, names, mine)
-        ref = translation.trace
-        side = ref_label
-    else:
-        translation = translate(mine, names, ref)
-        mine = translation.trace
-        side = mine_label
+    ref, mine, translation, on_ref = aligned_pair(ref, mine, names)
+    side = ref_label if on_ref else mine_label
     report = compare(ref, mine, atol, rtol, steps, missing_fails, top_k, ref_label, mine_label)
     if translation.renamed or translation.ignored or translation.map_name != "identity":
         report.extras["names"] = {
@@ -72,3 +66,13 @@ def diff_traces(
             "unmatched": translation.unmatched,
         }
     return report
+
+
+def aligned_pair(ref: Trace, mine: Trace, names: str = "identity") -> tuple[Trace, Trace, Translation, bool]:
+    """Both traces under tracer's names: the name map applies to `mine` (the reference supplies shapes and
+    module names), or to `ref` when only the reference is a foreign dump. The flag says it went to `ref`."""
+    if is_foreign(ref) and not is_foreign(mine):
+        translation = translate(ref, names, mine)
+        return translation.trace, mine, translation, True
+    translation = translate(mine, names, ref)
+    return ref, translation.trace, translation, False

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracer.diff import metrics as M
+from tracer.diff.diagnose import diagnose
 from tracer.diff.distribution import distribution_diff, is_distribution_step
 from tracer.diff.layouts import permutation_to
 from tracer.diff.profile import BlockProfile, block_profiles, plan_of, step_growth
@@ -126,6 +127,9 @@ def compare(
     for d in results:
         d.inherited_db, d.growth_db = step_growth(d.name, order, nmse_of, plan)
     report = DiffReport(ref_label, mine_label, atol, rtol, results, block_profiles(order, nmse_of, results), notes)
+    first = report.first_divergence
+    if first is not None and first.reason == "numeric":
+        first.note = diagnose(ref, mine, first.name) or first.note
     rerouted = first_expert_change(ref, mine, real)  # MoE: named before the numeric divergence
     if rerouted is not None:
         report.extras["expert_choice"] = rerouted

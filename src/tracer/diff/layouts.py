@@ -46,10 +46,14 @@ HEADS_SECOND = transpose((0, 2, 1, 3), "[batch, pos, head, d_head] -> [batch, he
 
 
 def _split_heads(a: np.ndarray, target: Shape | None) -> np.ndarray:
-    """[batch, pos, heads*d_head] -> [batch, heads, pos, d_head], sizes from the target."""
-    if target is None or len(target) != 4 or a.ndim != 3:
+    """[batch, pos, heads*d_head] -> [batch, heads, pos, d_head], sizes from the target. A value already
+    split but positions first, [batch, pos, heads, d_head], is transposed (an ONNX export can fold the
+    head merge into the next projection, so only the split value exists there)."""
+    if target is None or len(target) != 4 or a.ndim not in (3, 4):
         return a
     batch, heads, pos, d_head = target
+    if a.ndim == 4:
+        return a.transpose(0, 2, 1, 3) if a.shape == (batch, pos, heads, d_head) else a
     if a.shape != (batch, pos, heads * d_head):
         return a
     return a.reshape(batch, pos, heads, d_head).transpose(0, 2, 1, 3)

@@ -134,7 +134,9 @@ def hf_resolver(reference: Trace) -> Resolver:
     by_key: dict[str, list[tuple[str, Layout]]] = {}
     for step in reference.steps:
         source = hf_source(family, step.name) if family else None
-        if step.hf_module and (source is None or source[0] != step.hf_module):
+        if step.hf_module and source is not None and source[0] != step.hf_module and source[0].endswith("." + step.hf_module):
+            source = (step.hf_module, source[1])  # a headless encoder (BertModel): the same take, without `bert.`
+        elif step.hf_module and (source is None or source[0] != step.hf_module):
             source = (step.hf_module, "output")
         if source is None:
             continue

@@ -134,6 +134,8 @@ def _failed_uncompared(report: DiffReport) -> int:
 def first_divergence(report: DiffReport, s: StepDiff) -> Group:
     lines = [Text.assemble(("First divergence: ", "bold"), (s.name, "bold red"), f"  [{s.reason}]")]
     lines.append(Text(f"  {s.detail}"))
+    if s.note:
+        lines.append(Text(f"  why: {s.note}", style="bold yellow"))
     if s.ref_shape is not None or s.mine_shape is not None:
         lines.append(Text(f"  shape ref {_shape(s.ref_shape)} {s.ref_dtype or ''}, mine {_shape(s.mine_shape)} {s.mine_dtype or ''}", style="dim"))
     if "cosine" in s.metrics:
