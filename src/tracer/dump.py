@@ -289,41 +289,13 @@ class FileCheck:
 
 
 def expected_steps(model: str | Path) -> list[str]:
-    """The step names a prefill of this model records, in order (blocks expanded)."""
+    """The step names a prefill of this model records, in the engine's order (tracer.arch.steps_of)."""
     from tracer.arch.registry import adapter_for
+    from tracer.arch.steps_of import pass_steps
     from tracer.checkpoint.config import read_config
-    from tracer.model.keep import produced
-    from tracer.steps import route_templates
 
     cfg, _ = read_config(Path(model))
-    spec = adapter_for(cfg).spec_from_config(cfg)
-    names = []
-    for template, _doc in route_templates(spec.route):
-        if not produced(template, spec) or template in ("pooled",) and spec.head != "none":
-            continue
-        stack = spec.encoder if template.startswith("encoder.") and spec.encoder is not None else spec
-        if "{i}" not in template:
-            names.append(template)
-            continue
-        names += [template.replace("{i}", str(i)) for i in range(stack.n_layers) if _in_layer(template, stack, i)]
-    return names
-
-
-_SPARSE_STEPS = ("mlp.router.", "mlp.expert_out", "mlp.shared.")
-_DENSE_STEPS = ("mlp.pre", "mlp.up", "mlp.post")
-
-
-def _in_layer(template: str, spec, i: int) -> bool:
-    """A model whose MoE covers some layers only (moe.layers) records the dense MLP steps in the others."""
-    layers = spec.moe.layers if spec.moe is not None else ()
-    if not layers:
-        return True
-    step = template.split("}.", 1)[-1]
-    if step.startswith(_SPARSE_STEPS):
-        return bool(layers[i])
-    if step.startswith(_DENSE_STEPS):
-        return not layers[i]
-    return True
+    return [s.name for s in pass_steps(adapter_for(cfg).spec_from_config(cfg))]
 
 
 def _dtype_of(name: str) -> np.dtype:
