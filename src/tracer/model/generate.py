@@ -12,7 +12,6 @@ decoding with a cache computes what the parallel pass computes.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -20,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from tracer import __version__
+from tracer.checkpoint.jsonload import load_json_file
 from tracer.names.hf import hf_module
 from tracer.engine.decode import forward_cached, new_cache
 from tracer.engine.forward import ForwardInputs, forward
@@ -134,9 +134,10 @@ def eos_ids(model) -> list[int]:
     gen = model.folder / "generation_config.json"
     if gen.is_file():
         try:
-            value = json.loads(gen.read_text(encoding="utf-8")).get("eos_token_id")
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-            value = None
+            data = load_json_file(gen)
+        except TracerError:  # an unreadable generation_config.json: config.json's ids
+            data = None
+        value = data.get("eos_token_id") if isinstance(data, dict) else None
     if value is None:
         value = model.config.get("eos_token_id")
     ids = [value] if isinstance(value, int) else list(value or [])

@@ -13,13 +13,13 @@ max_position_embeddings. A `dynamic` rope rescales past max_position_embeddings 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from tracer.arch.spec import Spec
+from tracer.checkpoint.jsonload import load_json_file
 from tracer.checkpoint.tokenizer import Tokenizer
 from tracer.engine.forward import ForwardInputs
 from tracer.engine.masks import positions_by_rule
@@ -88,10 +88,14 @@ def _config_key(config: dict, spec: Spec, n: int | None = None) -> str:
 
 def tokenizer_max_length(folder: Path) -> int | None:
     """tokenizer_config.json's model_max_length, when it is a real limit (transformers writes 1e30 for "none")."""
-    try:
-        value = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("model_max_length")
-    except (OSError, ValueError, AttributeError):
+    path = folder / "tokenizer_config.json"
+    if not path.is_file():
         return None
+    try:
+        data = load_json_file(path, constants=True)  # transformers writes 1e30; an unreadable file: no limit
+    except TracerError:
+        return None
+    value = data.get("model_max_length") if isinstance(data, dict) else None
     return int(value) if isinstance(value, (int, float)) and 0 < value < 10**7 else None
 
 
