@@ -46,6 +46,25 @@ def fail(message: str, hint: str | None = None) -> "typer.Exit":
     return typer.Exit(2)
 
 
+# The library names its parameters in backticks (`pad_side`, `allow_long`); a command names the flag.
+LIBRARY_FLAGS = {
+    "ids": "--ids", "text": "the prompt", "pair": "--pair", "pad_side": "--pad-side", "positions": "--positions",
+    "special_tokens": "--no-special-tokens", "token_types": "--token-types", "decoder_text": "--decoder-text",
+    "decoder_ids": "--decoder-ids", "allow_long": "--allow-long", "keep": "--keep", "mask": "--mask",
+    "mask_override": "--mask", "max_new_tokens": "--max-new-tokens", "stop": "--stop", "panel_layer": "--layer",
+    "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "seed": "--seed",
+    "dtype": "--dtype", "allow_unused": "--allow-unused",
+}
+_LIBRARY_NAME = re.compile(r"`([a-z_]+)(?:=[^`]*)?`")
+
+
+def cli_terms(text: str | None) -> str | None:
+    """A library message in a command's terms: `pad_side` -> --pad-side (unknown names keep their backticks)."""
+    if not text:
+        return text
+    return _LIBRARY_NAME.sub(lambda m: LIBRARY_FLAGS.get(m.group(1), m.group(0)), text)
+
+
 def handle_errors(fn: Callable) -> Callable:
     """Turn TracerError (and a few expected OS errors) into `error: ...` and exit status 2."""
 
@@ -56,7 +75,7 @@ def handle_errors(fn: Callable) -> Callable:
         except TracerError as exc:
             if os.environ.get(DEBUG_ENV):
                 traceback.print_exc()
-            raise fail(exc.message, exc.hint) from None
+            raise fail(cli_terms(exc.message), cli_terms(exc.hint)) from None
         except BrokenPipeError:
             sys.stderr.close()
             raise typer.Exit(0) from None
@@ -191,7 +210,7 @@ class TracerGroup(TyperGroup):
             _exit(fail(message, hint).exit_code, standalone_mode)
             return 2
         except TracerError as exc:
-            _exit(fail(exc.message, exc.hint).exit_code, standalone_mode)
+            _exit(fail(cli_terms(exc.message), cli_terms(exc.hint)).exit_code, standalone_mode)
             return 2
         except typer.Abort:
             _exit(fail("interrupted").exit_code, standalone_mode)
