@@ -15,7 +15,7 @@ try:  # typer >= 0.2x vendors click as typer._click; its exceptions are not clic
     from typer._click import exceptions as cx
 except ImportError:  # pragma: no cover
     from click import exceptions as cx
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 from rich.console import Console
 from rich.markup import escape
 
@@ -193,6 +193,23 @@ def usage_message(exc) -> tuple[str, str | None]:
         return f"{_param_name(exc.param)}: {text}" + (f" (got {given})" if given else ""), hint
     message = exc.format_message().strip().rstrip(".")
     return (message[:1].lower() + message[1:]) if message else "invalid command line", hint
+
+
+class TracerCommand(TyperCommand):
+    """A subcommand whose single-valued options may be given once: a repeated `--layer 1 --layer 2` is refused
+    (click keeps the last one silently). Options that take a list (--ids, --keep, ...) and flags repeat freely."""
+
+    def parse_args(self, ctx, args):
+        if not ctx.resilient_parsing:
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            for param in self.get_params(ctx):
+                if getattr(param, "param_type_name", "") != "option" or param.multiple or param.count or param.is_flag:
+                    continue
+                n = sum(1 for p in order if p is param)
+                if n > 1:
+                    raise TracerError(f"{param.opts[0]} is given {n} times; it takes one value",
+                                      hint=f"{ctx.command_path} --help")
+        return super().parse_args(ctx, args)
 
 
 class TracerGroup(TyperGroup):

@@ -39,11 +39,11 @@ class InputOptions:
 
     def __post_init__(self):
         if self.pad_side not in PAD_SIDES:
-            raise TracerError(f"pad_side must be left or right, not {self.pad_side!r}")
+            raise TracerError(f"`pad_side` must be left or right, not {self.pad_side!r}")
         if self.positions not in POSITION_RULES:
-            raise TracerError(f"positions must be 'auto', 'mask' or 'index', not {self.positions!r}")
+            raise TracerError(f"`positions` must be 'auto', 'mask' or 'index', not {self.positions!r}")
         if self.decoder_text is not None and self.decoder_ids is not None:
-            raise TracerError("give decoder_text or decoder_ids, not both")
+            raise TracerError("give `decoder_text` or `decoder_ids`, not both")
         if self.token_types is not None:
             object.__setattr__(self, "token_types", tuple(_int_row(r, "token_types") for r in _rows(self.token_types)))
         if self.decoder_ids is not None:
@@ -54,7 +54,7 @@ class InputOptions:
         if self.decoder_text is not None and not isinstance(self.decoder_text, str):
             texts = tuple(self.decoder_text)
             if not texts or not all(isinstance(t, str) for t in texts):
-                raise TracerError("decoder_text must be a str, or one str per row")
+                raise TracerError("`decoder_text` must be a str, or one str per row")
             object.__setattr__(self, "decoder_text", texts)
 
     @classmethod
@@ -77,7 +77,7 @@ class InputOptions:
         if isinstance(given, str) or (given and _is_int(given[0])):
             return [given] * n_rows
         if len(given) != n_rows:
-            what = "decoder_ids" if self.decoder_ids is not None else "decoder_text"
+            what = "`decoder_ids`" if self.decoder_ids is not None else "`decoder_text`"
             raise TracerError(f"{what} gives {len(given)} decoder row(s) for {n_rows} input row(s)",
                               hint="give one decoder input for every row, or one per row")
         return list(given)
@@ -89,14 +89,14 @@ def _is_int(x) -> bool:
 
 def _rows(value, what: str = "token_types") -> list:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | np.ndarray):
-        raise TracerError(f"{what} must be a list of rows of integers, not {type(value).__name__}")
+        raise TracerError(f"`{what}` must be a list of rows of integers, not {type(value).__name__}")
     return list(value)
 
 
 def _int_row(row, what: str) -> tuple[int, ...]:
     if isinstance(row, (str, bytes)) or not isinstance(row, Sequence | np.ndarray):
-        raise TracerError(f"{what}: a row must be a list of integers, not {type(row).__name__}")
+        raise TracerError(f"`{what}`: a row must be a list of integers, not {type(row).__name__}")
     for x in row:
         if not _is_int(x):
-            raise TracerError(f"{what}: {x!r} is not an integer")
+            raise TracerError(f"`{what}`: {x!r} is not an integer")
     return tuple(int(x) for x in row)
