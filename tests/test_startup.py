@@ -58,3 +58,10 @@ def test_load_model_tunes_the_allocator(monkeypatch):
     monkeypatch.setattr(allocator, "reuse_freed_memory", lambda: calls.append(1) or True)
     tracer.load_model("fixtures/default-model")
     assert calls == [1]
+
+
+def test_the_command_starts_without_loading_the_model_room():
+    code = ("import sys; from tracer.cli.main import app; "
+            "print(sorted(m for m in sys.modules if m.startswith(('tracer.model.model', 'tracer.engine', 'tracer.arch'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]"

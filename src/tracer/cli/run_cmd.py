@@ -11,7 +11,6 @@ import typer
 
 from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
 from tracer.errors import TracerError
-from tracer.model.keep import blocked_note
 
 
 def register(app: typer.Typer) -> None:
@@ -155,6 +154,8 @@ def run(
         console.print(f"[dim]note: a long input: {', '.join(trace.meta['reduced_to_stats'])} kept as statistics only "
                       "to stay under 2 GiB (--keep '*' keeps everything)[/]")
     if trace.meta.get("computed_in_blocks"):
+        from tracer.model.keep import blocked_note
+
         console.print(f"[dim]note: {blocked_note(trace.meta['computed_in_blocks'])}[/]")
     if report["batch_size"] > 1:
         console.print(f"[bold]{batch_line(report['batch_size'], pad_side)}[/]")

@@ -10,6 +10,13 @@
     allocator.py glibc settings that let freed arrays be reused (the command's, and the API's, speed)
 """
 
-from tracer.model.model import Model, load_model
-
 __all__ = ["Model", "load_model"]
+
+
+def __getattr__(name):
+    # Lazy: a command imports tracer.model.keep without loading the whole model room at start-up.
+    if name in __all__:
+        from tracer.model import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'tracer.model' has no attribute {name!r}")
