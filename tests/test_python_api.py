@@ -167,6 +167,8 @@ def test_generate_is_what_the_command_generates(llama):
                        "--temperature", "0.9", "--seed", "1")
     assert sampled.rows[0].new_ids == printed["rows"][0]["new_ids"]
     assert llama.generate(ids=IDS, max_new_tokens=2, record=True).trace.meta["generation"]["steps"] == 2
+    with pytest.raises(TracerError, match="pass record=True"):
+        llama.generate(ids=IDS, max_new_tokens=2, keep=["logits"])  # would be ignored silently
 
 
 def test_diff_runs_finds_what_the_command_finds(llama, tmp_path):

@@ -202,6 +202,8 @@ class Model:
         from tracer.model.generate import GenerateOptions, generate
         from tracer.model.sampling import sampling_from_flags
 
+        if keep is not None and not record:
+            raise TracerError("`keep` chooses what the recorded trace keeps: pass record=True too")
         options = GenerateOptions(max_new_tokens, sampling_from_flags(temperature, top_k, top_p, seed), ignore_eos,
                                   (stop,) if isinstance(stop, str) else tuple(stop), check_cache, record=record,
                                   keep=tuple(keep) if keep is not None else None, special_tokens=special_tokens,
