@@ -206,3 +206,19 @@ def test_cost_and_capture_build_the_spec_run_builds(name):
     spec = tracer.load_model(model_dir(name)).spec
     assert spec_from_path(model_dir(name))[0] == spec  # pooling included (cost dropped it)
     assert spec_from_path(model_dir(name) / "config.json")[0] == spec
+
+
+def test_unused_weights_name_the_parameter_in_python_and_the_flag_on_the_command_line(tmp_path):
+    import shutil
+
+    folder = tmp_path / "llama"
+    shutil.copytree(model_dir("llama"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))  # block 1 goes unused
+    with pytest.raises(TracerError) as err:
+        tracer.load_model(folder)
+    assert "`allow_unused` runs anyway" in err.value.hint
+    assert tracer.load_model(folder, allow_unused=True).unused_weights
+    result = runner.invoke(app, ["run", "--model", str(folder), "--ids", "5,17"])
+    assert result.exit_code == 2 and "hint: a config with fewer layers" in result.output
+    assert "--allow-unused runs anyway" in result.output
