@@ -34,10 +34,11 @@ FLOORS = [
     ["names"],
     ["engine"],
     ["model"],
-    ["api", "masks", "cost"],
+    ["masks", "cost"],
     ["diff"],
     ["capture", "dump"],
     ["report"],
+    ["api"],  # the Python entry points: load_model and Model (model), diff (diff), cost (cost)
     ["render", "html"],
     ["cli"],
 ]

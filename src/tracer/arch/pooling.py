@@ -7,10 +7,10 @@ Without them tracer pools by the mean over real tokens, and says so.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tracer.arch.spec import PoolingSpec
+from tracer.checkpoint.jsonload import load_json_file
 from tracer.errors import TracerError
 
 # sentence-transformers < 6 writes one boolean per mode; 6 writes `"pooling_mode": "mean"` (or a list of modes).
@@ -55,7 +55,4 @@ def _modes(cfg) -> list[str]:
 
 
 def _json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TracerError(f"{path}: not valid JSON ({exc})") from None
+    return load_json_file(path)

@@ -15,11 +15,11 @@ tokens, then L2 normalisation when a Normalize module is listed; without
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
+from tracer.checkpoint.jsonload import load_json_file
 from tracer.names.hf import ENCODER_DECODER, ENCODER_ONLY
 from tracer.errors import TracerError
 from tracer.steps import describe
@@ -186,10 +186,14 @@ def read_pooling(model_dir: Path) -> tuple[str, bool]:
     if not modules_path.is_file():
         return "mean", False
     mode, normalize = "mean", False
-    for module in json.loads(modules_path.read_text(encoding="utf-8")):
-        kind = module.get("type", "").rsplit(".", 1)[-1]
+    modules = load_json_file(modules_path)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise TracerError(f"{modules_path}: expected a list of module objects")
+    for module in modules:
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         if kind == "Pooling":
-            config = json.loads((model_dir / module["path"] / "config.json").read_text(encoding="utf-8"))
+            config = load_json_file(model_dir / str(module.get("path", "")) / "config.json")
+            config = config if isinstance(config, dict) else {}
             mode = _pooling_mode(config, model_dir)
         elif kind == "Normalize":
             normalize = True

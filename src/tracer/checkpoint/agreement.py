@@ -62,6 +62,6 @@ def check_unused(files: WeightFiles, used: Iterable[str], allow_unused: bool, ig
         raise TracerError(
             f"config.json disagrees with the weights: {unused[0]}{more} in the checkpoint is not used by this config",
             hint="a config with fewer layers than the checkpoint, or a head tracer does not run; "
-            "--allow-unused runs anyway",
+            "`allow_unused` runs anyway",
         )
     return unused

@@ -1,11 +1,14 @@
 """JSON from untrusted files: a depth limit, no NaN/Infinity unless asked, one clear error for anything wrong.
 
-Used for config.json, safetensors headers, shard indexes, trace metadata and `--names` maps.
+Used for config.json, safetensors headers, shard indexes, trace metadata and `--names` maps, and (through
+`load_json_file`) for every other JSON file of a checkpoint: tokenizer_config.json, generation_config.json,
+sentence-transformers' modules.json and its Pooling config.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tracer.errors import TracerError
 
@@ -31,6 +34,24 @@ def load_json(raw: bytes | str, what: str, *, max_depth: int = MAX_DEPTH, consta
     if depth(value) > max_depth:
         raise TracerError(f"{what}: not valid JSON (nested deeper than {max_depth} levels)")
     return value
+
+
+MAX_FILE_BYTES = 16 * 1024 * 1024  # a checkpoint's side files are a few KB
+
+
+def load_json_file(path: Path, *, max_bytes: int = MAX_FILE_BYTES, constants: bool = False):
+    """A JSON file of a checkpoint, read through load_json: a regular file of at most max_bytes, else TracerError."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            raise TracerError(f"{path}: not a regular file" if path.exists() else f"{path}: no such file")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise TracerError(f"{path}: {size} bytes is too large for this JSON file")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TracerError(f"{path}: {exc.strerror or exc}") from None
+    return load_json(raw, str(path), constants=constants)
 
 
 def depth(value) -> int:

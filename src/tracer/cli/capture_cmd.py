@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -48,7 +47,7 @@ def capture(
     keep: Optional[List[str]] = typer.Option(None, "--keep", help="Glob of steps whose tensors are kept (repeatable). Default: all."),
     pad_side: str = typer.Option("right", "--pad-side", help="Where a batch is padded: left or right."),
     no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS/EOS/CLS."),
-    decoder_ids: Optional[str] = typer.Option(None, "--decoder-ids", help="Encoder-decoder only: decoder input ids, comma separated, for every row. Default: the decoder start token."),
+    decoder_ids: Optional[List[str]] = typer.Option(None, "--decoder-ids", help="Encoder-decoder only: decoder input ids, comma separated: once for every row, or repeated for one row per prompt (padded as the prompts are). Default: the decoder start token."),
     token_types: Optional[List[str]] = typer.Option(None, "--token-types", help="BERT/RoBERTa only: token type ids, comma separated; repeat for a batch. Default: zeros."),
     batch: bool = typer.Option(False, "--batch", help="Run several prompts as one padded batch (as tracer run)."),
     allow_long: bool = typer.Option(False, "--allow-long", help="Capture past max_position_embeddings on rotary or relative positions (as tracer run --allow-long; the trace records the warning). Learned position tables are refused all the same."),
@@ -69,11 +68,12 @@ def capture(
     if not (model_dir / "config.json").is_file():
         raise TracerError(f"{model_dir}: not a checkpoint folder (no config.json)")
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
-    decoder_row = parse_int_list(decoder_ids, "--decoder-ids") if decoder_ids else None
+    decoder_rows = [parse_int_list(s, "--decoder-ids") for s in decoder_ids] if decoder_ids else None
     type_rows = [parse_int_list(s, "--token-types") for s in token_types] if token_types else None
     check_outputs({"--output": output}, reading=checkpoint_files(model_dir))
     inputs = batch_inputs(model_dir, prompts, id_rows, pad_side, not no_special_tokens)
-    warnings = length_warnings(model_dir, inputs.ids.shape[1], len(decoder_row) if decoder_row else 1, allow_long,
+    decoder = decoder_inputs(model_dir, decoder_rows, len(inputs.ids), pad_side) if decoder_rows else None
+    warnings = length_warnings(model_dir, inputs.ids.shape[1], decoder.ids.shape[1] if decoder else 1, allow_long,
                                bool(prompts), len(inputs.ids))
     missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
     if missing:  # after the input checks, so a wrong command line is told first
@@ -82,7 +82,9 @@ def capture(
     from tracer.capture.hf import capture as hf_capture
     from tracer.capture.hf_routes import ROUTED
 
-    routed = _read_json(model_dir / "config.json").get("model_type") in ROUTED
+    from tracer.model.open import open_config
+
+    routed = open_config(model_dir).config.get("model_type") in ROUTED
     batch = len(inputs.ids)
     if type_rows is not None and len(type_rows) != batch:
         raise TracerError(f"--token-types gives {len(type_rows)} rows for {batch} prompts")
@@ -91,7 +93,8 @@ def capture(
         position_ids=None if routed else inputs.positions.tolist(),  # encoders, encoder-decoders: as transformers derives them
         dtype=dtype, keep=tuple(keep) if keep else ("*",),
         token_type_ids=_pad_like(type_rows, inputs) if type_rows else None,
-        decoder_ids=[decoder_row] * batch if decoder_row else None,
+        decoder_ids=decoder.ids.tolist() if decoder else None,
+        decoder_attention_mask=decoder.attention_mask.tolist() if decoder and not decoder.attention_mask.all() else None,
     )  # fmt: skip
     if prompts:
         trace.meta["prompts"] = list(prompts)
@@ -105,33 +108,65 @@ def capture(
 def batch_inputs(model_dir: Path, prompts, id_rows, pad_side: str, special_tokens: bool):
     """The same padded ids, mask and positions tracer's own run would use, with only the tokenizer loaded."""
     from tracer.model.inputs import pad_rows, rows_from_ids, rows_from_text
-    from tracer.checkpoint.tokenizer import Tokenizer
+    from tracer.model.open import open_config
 
-    tok_path = model_dir / "tokenizer.json"
-    tokenizer = Tokenizer(tok_path) if tok_path.is_file() else None
-    config = _read_json(model_dir / "config.json")
-    vocab = int(config.get("vocab_size") or (config.get("text_config") or {}).get("vocab_size") or 2**62)
+    tokenizer = _tokenizer(model_dir)
+    config = open_config(model_dir).config
+    vocab = _vocab(config)
     if prompts:
         rows, _ = rows_from_text(list(prompts), tokenizer, special_tokens)
     else:
         rows = rows_from_ids(id_rows, tokenizer, vocab)
-    pad = config.get("pad_token_id")
-    inputs, _ = pad_rows(rows, pad if isinstance(pad, int) and 0 <= pad < vocab else 0, pad_side)
+    inputs, _ = pad_rows(rows, _pad_id(config, vocab), pad_side)
     return inputs
+
+
+def decoder_inputs(model_dir: Path, rows: list[list[int]], n_rows: int, pad_side: str):
+    """--decoder-ids: one row for every prompt, or one per prompt; ragged rows padded as the prompts are."""
+    from tracer.model.inputs import pad_rows, rows_from_ids
+    from tracer.model.open import open_config
+
+    if len(rows) == 1:
+        rows = rows * n_rows
+    elif len(rows) != n_rows:
+        raise TracerError(f"--decoder-ids gives {len(rows)} decoder row(s) for {n_rows} prompt(s)",
+                          hint="give --decoder-ids once for every row, or once per prompt")
+    config = open_config(model_dir).config
+    vocab = _vocab(config)
+    checked = rows_from_ids(rows, _tokenizer(model_dir), vocab)
+    side = pad_side if len({len(r) for r in rows}) > 1 else "right"
+    inputs, _ = pad_rows(checked, _pad_id(config, vocab), side)
+    return inputs
+
+
+def _tokenizer(model_dir: Path):
+    from tracer.checkpoint.tokenizer import Tokenizer
+
+    tok_path = model_dir / "tokenizer.json"
+    return Tokenizer(tok_path) if tok_path.is_file() else None
+
+
+def _vocab(config: dict) -> int:
+    return int(config.get("vocab_size") or (config.get("text_config") or {}).get("vocab_size") or 2**62)
+
+
+def _pad_id(config: dict, vocab: int) -> int:
+    pad = config.get("pad_token_id")
+    return pad if isinstance(pad, int) and 0 <= pad < vocab else 0
 
 
 def length_warnings(model_dir: Path, width: int, decoder_len: int, allow_long: bool, text: bool,
                     n_rows: int) -> list[dict]:
     """tracer run's length rule (see tracer.model.inputs), before transformers runs: a learned position table
     ends at its last row; rotary and relative positions go further with --allow-long and a warning."""
-    from tracer.arch.registry import adapter_for
-    from tracer.checkpoint.config import read_config
     from tracer.model.inputs import check_positions, input_words, stack_limit
+    from tracer.model.open import checkpoint_spec, open_config
 
     what = input_words(text, n_rows)
-    cfg, _ = read_config(model_dir)
+    cc = open_config(model_dir)
+    cfg = cc.config
     try:
-        spec = adapter_for(cfg).spec_from_config(cfg)
+        spec = checkpoint_spec(cc)  # the one config -> Spec (pooling included), as tracer run builds it
     except TracerError:
         return []  # a family tracer does not run: transformers alone decides what fits
     if spec.route != "encoder-decoder":
@@ -151,11 +186,3 @@ def _pad_like(rows: list[list[int]], inputs) -> list[list[int]]:
         it = iter(row)
         out.append([next(it) if m else 0 for m in mask])
     return out
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        raise TracerError(f"{path}: not readable JSON") from None
-    return data if isinstance(data, dict) else {}

@@ -15,7 +15,7 @@ try:  # typer >= 0.2x vendors click as typer._click; its exceptions are not clic
     from typer._click import exceptions as cx
 except ImportError:  # pragma: no cover
     from click import exceptions as cx
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 from rich.console import Console
 from rich.markup import escape
 
@@ -46,6 +46,25 @@ def fail(message: str, hint: str | None = None) -> "typer.Exit":
     return typer.Exit(2)
 
 
+# The library names its parameters in backticks (`pad_side`, `allow_long`); a command names the flag.
+LIBRARY_FLAGS = {
+    "ids": "--ids", "text": "the prompt", "pair": "--pair", "pad_side": "--pad-side", "positions": "--positions",
+    "special_tokens": "--no-special-tokens", "token_types": "--token-types", "decoder_text": "--decoder-text",
+    "decoder_ids": "--decoder-ids", "allow_long": "--allow-long", "keep": "--keep", "mask": "--mask",
+    "mask_override": "--mask", "max_new_tokens": "--max-new-tokens", "stop": "--stop", "panel_layer": "--layer",
+    "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "seed": "--seed",
+    "dtype": "--dtype", "allow_unused": "--allow-unused",
+}
+_LIBRARY_NAME = re.compile(r"`([a-z_]+)(?:=[^`]*)?`")
+
+
+def cli_terms(text: str | None) -> str | None:
+    """A library message in a command's terms: `pad_side` -> --pad-side (unknown names keep their backticks)."""
+    if not text:
+        return text
+    return _LIBRARY_NAME.sub(lambda m: LIBRARY_FLAGS.get(m.group(1), m.group(0)), text)
+
+
 def handle_errors(fn: Callable) -> Callable:
     """Turn TracerError (and a few expected OS errors) into `error: ...` and exit status 2."""
 
@@ -56,7 +75,7 @@ def handle_errors(fn: Callable) -> Callable:
         except TracerError as exc:
             if os.environ.get(DEBUG_ENV):
                 traceback.print_exc()
-            raise fail(exc.message, exc.hint) from None
+            raise fail(cli_terms(exc.message), cli_terms(exc.hint)) from None
         except BrokenPipeError:
             sys.stderr.close()
             raise typer.Exit(0) from None
@@ -178,6 +197,23 @@ def usage_message(exc) -> tuple[str, str | None]:
     return (message[:1].lower() + message[1:]) if message else "invalid command line", hint
 
 
+class TracerCommand(TyperCommand):
+    """A subcommand whose single-valued options may be given once: a repeated `--layer 1 --layer 2` is refused
+    (click keeps the last one silently). Options that take a list (--ids, --keep, ...) and flags repeat freely."""
+
+    def parse_args(self, ctx, args):
+        if not ctx.resilient_parsing:
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            for param in self.get_params(ctx):
+                if getattr(param, "param_type_name", "") != "option" or param.multiple or param.count or param.is_flag:
+                    continue
+                n = sum(1 for p in order if p is param)
+                if n > 1:
+                    raise TracerError(f"{param.opts[0]} is given {n} times; it takes one value",
+                                      hint=f"{ctx.command_path} --help")
+        return super().parse_args(ctx, args)
+
+
 class TracerGroup(TyperGroup):
     """The root command: usage errors, bad argv and uncaught errors end as `error: ...`, exit 2."""
 
@@ -193,7 +229,7 @@ class TracerGroup(TyperGroup):
             _exit(fail(message, hint).exit_code, standalone_mode)
             return 2
         except TracerError as exc:
-            _exit(fail(exc.message, exc.hint).exit_code, standalone_mode)
+            _exit(fail(cli_terms(exc.message), cli_terms(exc.hint)).exit_code, standalone_mode)
             return 2
         except typer.Abort:
             _exit(fail("interrupted").exit_code, standalone_mode)

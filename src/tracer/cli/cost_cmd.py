@@ -60,26 +60,16 @@ def cost(
 
 
 def spec_from_path(path: Path):
-    """The Spec from a checkpoint folder's config.json, or from a config file given directly."""
-    from tracer.arch.registry import adapter_for
-    from tracer.checkpoint.config import read_config
+    """The Spec from a checkpoint folder's config.json, a config file given directly (through the one
+    config -> Spec that tracer run uses, pooling included), or a GGUF file's metadata."""
     from tracer.model.gguf_open import gguf_spec, is_gguf
+    from tracer.model.open import checkpoint_spec, open_config
 
-    if is_gguf(path):  # the metadata and tensor headers only (issue 17)
+    if is_gguf(path):  # the metadata and tensor headers only: nothing is dequantized
         return gguf_spec(path)
-    if path.is_file():
-        if path.suffix != ".json":
-            raise TracerError(f"{path}: expected a checkpoint folder or its config.json")
-        try:
-            cfg = json.loads(path.read_bytes())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TracerError(f"{path}: not valid JSON ({exc})") from None
-        if not isinstance(cfg, dict):
-            raise TracerError(f"{path}: not a JSON object")
-        name = path.parent.name or path.stem
-    elif path.is_dir():
-        cfg, _ = read_config(path)
-        name = path.name
-    else:
+    if not path.exists():
         raise TracerError(f"{path}: no such checkpoint folder or config file")
-    return adapter_for(cfg).spec_from_config(cfg), name
+    if path.is_file() and path.suffix != ".json":
+        raise TracerError(f"{path}: expected a checkpoint folder or its config.json")
+    cc = open_config(path)
+    return checkpoint_spec(cc), cc.name

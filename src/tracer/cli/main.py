@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import typer
+from typer.core import TyperCommand
 
 from tracer import __version__
-from tracer.cli.common import TracerGroup
+from tracer.cli.common import TracerCommand, TracerGroup
 
 app = typer.Typer(
     name="tracer",
@@ -51,6 +52,9 @@ def _register_commands() -> None:
 
     for module in (run_cmd, report_cmd, generate_cmd, diff_cmd, mask_cmd, capture_cmd, steps_cmd, cost_cmd):
         module.register(app)
+    for info in app.registered_commands:  # a repeated single-valued option is an error, not last-one-wins
+        if info.cls in (None, TyperCommand):
+            info.cls = TracerCommand
 
 
 _register_commands()

@@ -11,7 +11,6 @@ import typer
 
 from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
 from tracer.errors import TracerError
-from tracer.model.keep import blocked_note
 
 
 def register(app: typer.Typer) -> None:
@@ -94,8 +93,8 @@ def run(
     mask_convention: Optional[str] = typer.Option(None, "--mask-convention", help="The convention --mask is written in, e.g. hf-2d, torch-sdpa-bool, torch-mha-bool (tracer mask --list)."),
     pair: Optional[str] = typer.Option(None, "--pair", help="A second text for every prompt (BERT family: the tokenizer's pair template marks it with token type 1)."),
     token_types: Optional[List[str]] = typer.Option(None, "--token-types", help="Segment ids per token, comma separated; repeat per batch row (BERT family)."),
-    decoder_text: Optional[str] = typer.Option(None, "--decoder-text", help="Encoder-decoder: the decoder's input after its start token (default: the start token only)."),
-    decoder_ids: Optional[str] = typer.Option(None, "--decoder-ids", help="Encoder-decoder: the decoder's input ids, comma separated (the start token included)."),
+    decoder_text: Optional[List[str]] = typer.Option(None, "--decoder-text", help="Encoder-decoder: the decoder's input after its start token (default: the start token only); repeat for one per prompt."),
+    decoder_ids: Optional[List[str]] = typer.Option(None, "--decoder-ids", help="Encoder-decoder: the decoder's input ids, comma separated (the start token included); repeat for one row per prompt, padded as the prompts are."),
     positions: Optional[str] = typer.Option(None, "--positions", help="Position ids: from-mask (cumsum(mask) - 1) or index (0..n-1). Default: the family's rule, as transformers."),
     stack: Optional[str] = typer.Option(None, "--stack", help="Encoder-decoder: which stack the mask and attention views show: encoder or decoder (default)."),
     attn: Optional[str] = typer.Option(None, "--attn", help="Encoder-decoder: self or cross attention in the attention view (default: cross for the decoder)."),
@@ -106,7 +105,7 @@ def run(
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run even when the checkpoint holds weights the config does not use (e.g. a classification head); they are listed as a warning."),
     allow_long: bool = typer.Option(False, "--allow-long", help=ALLOW_LONG_HELP),
 ):
-    from tracer.api import load_model
+    from tracer.api import InputOptions, load_model
     from tracer.cli.prompts import batch_line, check_prompts
     from tracer.cli.default_model import default_model_path
     from tracer.report import RunOptions, build_report, json_view
@@ -132,19 +131,14 @@ def run(
         steps=tuple(steps or ()), all_steps=all_steps,
         sections=sections, stack=stack, attn=attn,
     )
-    route = dict(pair=pair, token_types=[parse_int_list(t, "--token-types") for t in token_types] if token_types else None,
-                 decoder_text=decoder_text, decoder_ids=parse_int_list(decoder_ids, "--decoder-ids") if decoder_ids else None,
-                 positions=position_rule(positions), allow_long=allow_long)
-    read = None
-    if mask is not None or mask_convention is not None:
-        batch = m.batch(prompts or None, id_rows, pad_side, not no_special_tokens, **route)
-        read = read_mask(mask, mask_convention, batch.inputs.ids.shape, m.spec.n_heads, dtype)
-    trace = m.run(text=prompts or None, ids=id_rows, keep=tuple(keep) if keep else None, pad_side=pad_side,
-                  special_tokens=not no_special_tokens, mask_override=mask_override(read) if read else None, **route,
+    inputs = InputOptions(pad_side=pad_side, special_tokens=not no_special_tokens, pair=pair,
+                          token_types=[parse_int_list(t, "--token-types") for t in token_types] if token_types else None,
+                          **decoder_options(decoder_text, decoder_ids), positions=position_rule(positions),
+                          allow_long=allow_long)
+    read = MaskRead(mask, mask_convention, dtype) if mask is not None or mask_convention is not None else None
+    trace = m.run(text=prompts or None, ids=id_rows, keep=tuple(keep) if keep else None, options=inputs, mask=read,
                   clock=time.perf_counter if "cost" in options.sections else None)
-    if read is not None:
-        trace.meta["mask"]["read"] = {"convention": read.convention, "steps": [st.line() for st in read.steps],
-                                      "warnings": [w.to_json() for w in read.warnings]}
+    read = read.result if read is not None else None
     report = build_report(trace, options, vocab=vocab_lookup(m.tokenizer), model=m)  # checks the options first
     warn_nonfinite(report)
     write_run_outputs(save, export_html, trace, report, m, target_id)  # both files or neither, before any output
@@ -160,6 +154,8 @@ def run(
         console.print(f"[dim]note: a long input: {', '.join(trace.meta['reduced_to_stats'])} kept as statistics only "
                       "to stay under 2 GiB (--keep '*' keeps everything)[/]")
     if trace.meta.get("computed_in_blocks"):
+        from tracer.model.keep import blocked_note
+
         console.print(f"[dim]note: {blocked_note(trace.meta['computed_in_blocks'])}[/]")
     if report["batch_size"] > 1:
         console.print(f"[bold]{batch_line(report['batch_size'], pad_side)}[/]")
@@ -291,21 +287,32 @@ def position_rule(text: str | None) -> str:
     return rules[text]
 
 
-def read_mask(mask: str | None, convention: str | None, batch_shape: tuple[int, int], n_heads: int, dtype: str):
-    """--mask in --mask-convention, explained and landed on this run's scores [batch, heads, q, kv]."""
-    from tracer.masks.conventions import canonical_mask
+class MaskRead:
+    """--mask in --mask-convention, read when Model.run knows the scores' shape [batch, heads, q, kv]
+    (the batch is built once); `result` keeps the mask lab's explanation for the screen and --json."""
 
-    if mask is None or convention is None:
-        raise TracerError("--mask and --mask-convention go together", hint="e.g. --mask m.npy --mask-convention torch-sdpa-bool")
-    bsz, q_len = batch_shape
-    return canonical_mask(convention, mask, (bsz, n_heads, q_len, q_len), score_dtype=dtype)
+    def __init__(self, mask: str | None, convention: str | None, dtype: str):
+        if mask is None or convention is None:
+            raise TracerError("--mask and --mask-convention go together",
+                              hint="e.g. --mask m.npy --mask-convention torch-sdpa-bool")
+        self.mask, self.convention, self.dtype, self.result = mask, convention, dtype, None
+
+    def __call__(self, score_shape: tuple[int, int, int, int]):
+        from tracer.masks.conventions import canonical_mask
+
+        self.result = canonical_mask(self.convention, self.mask, score_shape, score_dtype=self.dtype)
+        return self.result
 
 
-def mask_override(read):
-    from tracer.engine.forward import MaskOverride
-    from tracer.masks.conventions import mask_override_parts
-
-    return MaskOverride(*mask_override_parts(read))
+def decoder_options(texts: list[str] | None, id_texts: list[str] | None) -> dict:
+    """--decoder-text / --decoder-ids: once for every row, or repeated for one decoder input per row."""
+    out = {}
+    if texts:
+        out["decoder_text"] = texts[0] if len(texts) == 1 else tuple(texts)
+    if id_texts:
+        rows = [parse_int_list(t, "--decoder-ids") for t in id_texts]
+        out["decoder_ids"] = rows[0] if len(rows) == 1 else rows
+    return out
 
 
 def show_mask_input(console, read, tokens: list[str]) -> None:

@@ -19,8 +19,6 @@ import math
 import re
 from dataclasses import dataclass
 
-from tracer.arch.spec import Spec
-from tracer.arch.steps_of import pass_steps
 from tracer.diff.metrics import to_db
 
 Plan = dict[str, tuple[str, ...]]  # step name -> the steps it is computed from (arch.steps_of)
@@ -90,6 +88,9 @@ def plan_of(*traces) -> Plan | None:
         spec = trace.meta.get("model", {}).get("spec") if isinstance(trace.meta.get("model"), dict) else None
         if isinstance(spec, dict):
             try:
+                from tracer.arch.spec import Spec  # here: `tracer diff --help` need not load the arch room
+                from tracer.arch.steps_of import pass_steps
+
                 return {s.name: s.inputs for s in pass_steps(Spec.from_dict(spec))}
             except (TypeError, ValueError, KeyError, AttributeError):  # a hand-written or foreign spec
                 continue

@@ -134,7 +134,4 @@ def canonical_mask(convention: str, mask_array, score_shape, **options) -> MaskR
 
 def mask_override_parts(result: MaskResult) -> tuple[np.ndarray, np.ndarray | None, str]:
     """(keep, bias, note) for the engine's MaskOverride: soft blocks count as blocked (the engine never leaks)."""
-    note = f"{result.convention} mask: {int(result.keep.sum())} of {result.keep.size} cells kept"
-    if result.soft.any():
-        note += f"; {int(result.soft.sum())} soft-blocked cells treated as blocked"
-    return result.keep, result.bias, note
+    return result.override_parts()

@@ -118,6 +118,19 @@ class MaskResult:
         out = np.where(self.keep, 0.0 if self.bias is None else self.bias, -np.inf)
         return np.where(self.soft, self.fill, out)
 
+    def override_parts(self) -> tuple[np.ndarray, np.ndarray | None, str]:
+        """(keep, bias, note) for the engine's MaskOverride: soft blocks count as blocked (the engine never leaks).
+        With `run_record`, what Model.run(mask=...) reads of a mask lab result."""
+        note = f"{self.convention} mask: {int(self.keep.sum())} of {self.keep.size} cells kept"
+        if self.soft.any():
+            note += f"; {int(self.soft.sum())} soft-blocked cells treated as blocked"
+        return self.keep, self.bias, note
+
+    def run_record(self) -> dict:
+        """How a run's trace records the mask it was given (meta["mask"]["read"])."""
+        return {"convention": self.convention, "steps": [st.line() for st in self.steps],
+                "warnings": [w.to_json() for w in self.warnings]}
+
     def level_counts(self) -> dict[str, int]:
         counts = {"info": 0, "warn": 0, "error": 0}
         for w in self.warnings:

@@ -12,14 +12,13 @@ decoding with a cache computes what the parallel pass computes.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from tracer import __version__
+from tracer.checkpoint.jsonload import load_json_file
 from tracer.names.hf import hf_module
 from tracer.checkpoint.weights import LazyWeights
 from tracer.engine.decode import forward_cached, new_cache
@@ -27,7 +26,8 @@ from tracer.engine.forward import ForwardInputs, forward
 from tracer.engine.ports import StepSink
 from tracer.engine.ops import softmax
 from tracer.errors import TracerError
-from tracer.model.keep import generation_keep
+from tracer.model.keep import check_keep_matched, generation_keep
+from tracer.model.meta import ModelMeta, RunMeta, built_mask
 from tracer.model.inputs import check_new_positions, generation_warning
 from tracer.engine.masks import build_keep, positions_by_rule
 from tracer.model.sampling import Sampling, choose
@@ -138,9 +138,10 @@ def eos_ids(model) -> list[int]:
     gen = model.folder / "generation_config.json"
     if gen.is_file():
         try:
-            value = json.loads(gen.read_text(encoding="utf-8")).get("eos_token_id")
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-            value = None
+            data = load_json_file(gen)
+        except TracerError:  # an unreadable generation_config.json: config.json's ids
+            data = None
+        value = data.get("eos_token_id") if isinstance(data, dict) else None
     if value is None:
         value = model.config.get("eos_token_id")
     ids = [value] if isinstance(value, int) else list(value or [])
@@ -154,17 +155,17 @@ def check_request(model, width: int, options: GenerateOptions) -> None:
                           hint="generate with a decoder (gpt2, llama, ...) or an encoder-decoder model (t5, bart)")
     n = options.max_new_tokens
     if n < 1:
-        raise TracerError(f"--max-new-tokens must be at least 1, not {n}")
+        raise TracerError(f"`max_new_tokens` must be at least 1, not {n}")
     used = width if model.route == "decoder" else 1  # an encoder-decoder's decoder starts from one start token
     what = f"the prompt takes {width} positions" if model.route == "decoder" else "the decoder start token takes 1 position"
     check_new_positions(used, n, model.position_limit(), options.allow_long, what)
     if options.stop and model.tokenizer is None:
-        raise TracerError("--stop needs a tokenizer to read the new text, and this checkpoint has none")
+        raise TracerError("`stop` needs a tokenizer to read the new text, and this checkpoint has none")
 
 
 def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | None = None,
              options: GenerateOptions = GenerateOptions(1)) -> Generation:
-    b = model.batch(text, ids, "left", options.special_tokens, allow_long=options.allow_long)
+    b = model.batch(text, ids, pad_side="left", special_tokens=options.special_tokens, allow_long=options.allow_long)
     spec, W = model.spec, _decoding_weights(model.weights)
     width = b.inputs.ids.shape[1]
     check_request(model, width, options)
@@ -215,6 +216,8 @@ def generate(model, text: str | Sequence[str] | None = None, ids: Sequence[Seque
     crossed = generation_warning(model.position_limit(), prompt_len, max(len(row.new_ids) for row in rows))
     gen.warnings = [*b.warnings, *([crossed] if crossed else [])]
     if options.record:
+        if options.keep is not None:
+            check_keep_matched(options.keep, [s.name for s in rec.steps])
         gen.trace = Trace(rec.steps, _meta(model, b, gen, keep, reduced, options))
     return gen
 
@@ -327,7 +330,7 @@ def _panel_layer(spec, layer: int | None) -> int:
         return next((i for i in range(n) if spec.window(i) is not None), 0)
     j = layer + n if layer < 0 else layer
     if not 0 <= j < n:
-        raise TracerError(f"--layer {layer} is out of range: the model has {n} blocks (0..{n - 1})")
+        raise TracerError(f"`panel_layer` {layer} is out of range: the model has {n} blocks (0..{n - 1})")
     return j
 
 
@@ -364,25 +367,9 @@ def token_text(tok, tid: int) -> str:
 
 def _meta(model, b, gen: Generation, keep, reduced, options: GenerateOptions) -> dict:
     spec = model.spec
-    return {
-        "tracer_version": __version__,
-        "model": {"name": model.folder.name, "family": model.family, "route": model.route,
-                  "config_sha256": model.config_sha256, "spec": spec.to_dict(), "n_params": model.n_params,
-                  "storage_dtypes": model.files.storage_dtypes(),
-                  **({"quantization": model.quantization} if getattr(model, "quantization", None) else {})},
-        "dtype": model.dtype,
-        "prompts": b.prompts,
-        "tokens": b.tokens,
-        "pad_side": "left",
-        "special_tokens": options.special_tokens,
-        "positions": (spec.encoder or spec).position_rule,
-        "mask": {"source": "built", "route": model.route, "causal": spec.causal,
-                 "windows": {str(i): spec.window(i) for i in range(spec.n_layers)},
-                 "padding": bool((b.inputs.attention_mask == 0).any()), "fully_masked": {}},
-        "keep": list(keep),
-        "reduced_to_stats": reduced,
-        "generation": {"steps": len(gen.steps), "sampling": gen.sampling.describe(), "eos_ids": gen.eos_ids,
-                       "rows": gen.to_json()["rows"]},
-        **({"decoder_tokens": b.decoder_tokens} if b.decoder_tokens is not None else {}),
-        **({"warnings": list(gen.warnings)} if gen.warnings else {}),
-    }
+    mask = built_mask(spec, model.route, b.inputs.attention_mask, {})
+    generation = {"steps": len(gen.steps), "sampling": gen.sampling.describe(), "eos_ids": gen.eos_ids,
+                  "rows": gen.to_json()["rows"]}
+    return RunMeta(ModelMeta.of(model), model.dtype, b.prompts, b.tokens, "left", options.special_tokens,
+                   (spec.encoder or spec).position_rule, mask, list(keep), reduced, generation=generation,
+                   warnings=list(gen.warnings), decoder_tokens=b.decoder_tokens).to_dict()

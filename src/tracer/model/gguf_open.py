@@ -42,7 +42,7 @@ def is_gguf(path: str | Path) -> bool:
 
 
 class GGUFModel(Model):
-    """A Model read from a GGUF file: its trace meta also records the file's quantization."""
+    """A Model read from a GGUF file: its trace meta also records the file's quantization (model.meta.ModelMeta)."""
 
     quantization: dict = {}
     tokenizer_note: str = ""  # why there is no tokenizer, when there is none
@@ -51,11 +51,6 @@ class GGUFModel(Model):
         if text is not None and self.tokenizer is None:
             raise TracerError(f"{self.folder}: {self.tokenizer_note}", hint="pass exact token ids with --ids")
         return super().batch(text, ids, *args, **kwargs)
-
-    def run(self, *args, **kwargs) -> Trace:
-        trace = super().run(*args, **kwargs)
-        trace.meta["model"]["quantization"] = self.quantization
-        return trace
 
 
 def open_gguf(path: str | Path) -> tuple[GGUFFile, dict, str, object, Spec]:

@@ -13,13 +13,13 @@ max_position_embeddings. A `dynamic` rope rescales past max_position_embeddings 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from tracer.arch.spec import Spec
+from tracer.checkpoint.jsonload import load_json_file
 from tracer.checkpoint.tokenizer import Tokenizer
 from tracer.engine.forward import ForwardInputs
 from tracer.engine.masks import positions_by_rule
@@ -27,7 +27,8 @@ from tracer.errors import TracerError
 
 
 LONG_CODE = "past-max-positions"
-FLAG = "--allow-long"
+FLAG = "--allow-long"  # how the recorded warnings (trace data) name the switch
+PARAM = "`allow_long`"  # how errors name it (the CLI says --allow-long)
 _KIND_WORDS = {"rotary": "Rotary", "relative": "Relative"}
 
 
@@ -59,7 +60,7 @@ class PositionLimit:
 
     def further_text(self) -> str:
         kind = _KIND_WORDS.get(self.kind, self.kind.capitalize())
-        return f"{kind} positions can go further: {FLAG} (results past {self.n} are untrained territory)"
+        return f"{kind} positions can go further: {PARAM} (results past {self.n} are untrained territory)"
 
 
 def stack_limit(spec: Spec, config: dict, folder: Path | None, stack: str = "") -> PositionLimit:
@@ -88,10 +89,14 @@ def _config_key(config: dict, spec: Spec, n: int | None = None) -> str:
 
 def tokenizer_max_length(folder: Path) -> int | None:
     """tokenizer_config.json's model_max_length, when it is a real limit (transformers writes 1e30 for "none")."""
-    try:
-        value = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("model_max_length")
-    except (OSError, ValueError, AttributeError):
+    path = folder / "tokenizer_config.json"
+    if not path.is_file():
         return None
+    try:
+        data = load_json_file(path, constants=True)  # transformers writes 1e30; an unreadable file: no limit
+    except TracerError:
+        return None
+    value = data.get("model_max_length") if isinstance(data, dict) else None
     return int(value) if isinstance(value, (int, float)) and 0 < value < 10**7 else None
 
 
@@ -110,8 +115,8 @@ def check_positions(n_tokens: int, limit: PositionLimit, allow_long: bool, what:
     said = f"{what} is {n_tokens} tokens; {limit.owner} allows {limit.n}"
     if limit.table:
         if allow_long:
-            raise TracerError(f"{FLAG} cannot help: {said}, and {limit.table_text()}",
-                              hint=f"{FLAG} applies to rotary and relative positions, which have no table; "
+            raise TracerError(f"{PARAM} cannot help: {said}, and {limit.table_text()}",
+                              hint=f"{PARAM} applies to rotary and relative positions, which have no table; "
                                    f"shorten the input to {limit.n} tokens")
         raise TracerError(f"{said}: {limit.table_text()}", hint=f"shorten the input to {limit.n} tokens")
     if not allow_long:
@@ -123,10 +128,10 @@ def check_new_positions(used: int, n_new: int, limit: PositionLimit, allow_long:
     """Generation: `used` positions (the prompt, or a decoder start token) and up to n_new more must fit."""
     if limit.n is None or used + n_new <= limit.n:
         return
-    said = (f"{what} and --max-new-tokens {n_new} asks for {n_new} more, but {limit.owner} allows {limit.n} "
+    said = (f"{what} and `max_new_tokens` {n_new} asks for {n_new} more, but {limit.owner} allows {limit.n} "
             f"({limit.source}): at most {max(limit.n - used, 0)} new tokens fit")
     if limit.table:
-        raise TracerError((f"{FLAG} cannot help: " if allow_long else "") + f"{said}; {limit.table_text()}")
+        raise TracerError((f"{PARAM} cannot help: " if allow_long else "") + f"{said}; {limit.table_text()}")
     if not allow_long:
         raise TracerError(f"{said}. {limit.further_text()}")
 
@@ -178,7 +183,7 @@ def rows_from_text(texts: list[str], tok: Tokenizer | None, special_tokens: bool
                    pair: str | None = None) -> tuple[list[list[dict]], list[str]]:
     """Tokenize each prompt (with `pair` as every row's second text, marked by the tokenizer's template)."""
     if tok is None:
-        raise TracerError("this checkpoint folder has no tokenizer.json, so text cannot be tokenized", hint="pass exact token ids with --ids")
+        raise TracerError("this checkpoint folder has no tokenizer.json, so text cannot be tokenized", hint="pass exact token `ids`")
     rows = []
     for text in texts:
         if not text or not text.strip():
@@ -214,7 +219,7 @@ def _id_token(pos: int, tid: int, tok: Tokenizer | None) -> dict:
 def pad_rows(rows: list[list[dict]], pad_id: int, side: str, rule: str = "mask") -> tuple[ForwardInputs, list[list[dict]]]:
     """Pad rows to one width; positions follow the family's rule (see masks.build.positions_by_rule)."""
     if side not in ("left", "right"):
-        raise TracerError(f"--pad-side must be left or right, not {side!r}")
+        raise TracerError(f"`pad_side` must be left or right, not {side!r}")
     width = max(len(r) for r in rows)
     ids = np.full((len(rows), width), pad_id, dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -235,15 +240,15 @@ def pad_rows(rows: list[list[dict]], pad_id: int, side: str, rule: str = "mask")
 
 
 def with_token_types(rows: list[list[dict]], types: list[list[int]], n_types: int) -> list[list[dict]]:
-    """Rows with segment ids given by the user (`--token-types 0,0,1,1`), one per token, checked."""
+    """Rows with segment ids given by the user (token_types, `--token-types 0,0,1,1`), one per token, checked."""
     if n_types == 0:
-        raise TracerError("this model has no token types (segment embeddings); --token-types applies to the BERT family")
+        raise TracerError("this model has no token types (segment embeddings); `token_types` apply to the BERT family")
     if len(types) != len(rows):
-        raise TracerError(f"--token-types gives {len(types)} row(s) for {len(rows)} input row(s)")
+        raise TracerError(f"`token_types` gives {len(types)} row(s) for {len(rows)} input row(s)")
     out = []
     for r, (row, t) in enumerate(zip(rows, types)):
         if len(t) != len(row):
-            raise TracerError(f"--token-types row {r} has {len(t)} ids for {len(row)} tokens", hint="one type per token, specials included")
+            raise TracerError(f"`token_types` row {r} has {len(t)} ids for {len(row)} tokens", hint="one type per token, specials included")
         bad = [x for x in t if not 0 <= x < n_types]
         if bad:
             raise TracerError(f"token type {bad[0]} is outside [0, {n_types}) for this model")

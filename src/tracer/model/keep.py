@@ -12,7 +12,8 @@ import math
 
 from tracer.arch.spec import Spec
 from tracer.arch.steps_of import pass_templates
-from tracer.steps import route_templates
+from tracer.errors import TracerError
+from tracer.steps import matches, route_templates
 
 
 DEFAULT_BUDGET = 2 * 1024**3  # bytes of kept tensors
@@ -69,6 +70,15 @@ def auto_keep(spec: Spec, batch: int, length: int, itemsize: int, budget: int = 
     if not dropped:
         return ("*",), []
     return tuple(g for g in sizes if g not in dropped), dropped
+
+
+def check_keep_matched(globs, names: list[str]) -> None:
+    """A keep glob that matches no recorded step is a mistake (a typo keeps nothing): name it."""
+    missed = [g for g in globs if not any(matches(n, (g,)) for n in names)]
+    if missed:
+        more = f" (and {len(missed) - 1} more)" if len(missed) > 1 else ""
+        raise TracerError(f"`keep` pattern {missed[0]!r}{more} matches no step of this run",
+                          hint="the step names: tracer steps, or trace.names of a run")
 
 
 def blocked_note(globs: list[str]) -> str:

@@ -2,51 +2,60 @@
 
 from __future__ import annotations
 
-import math
 import re
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from tracer import __version__
 from tracer.arch.canonical import Source, expected_shapes
 from tracer.names.hf import hf_module
 from tracer.arch.registry import adapter_for
 from tracer.arch.spec import Spec
 from tracer.model.inputs import Batch, pad_rows, rows_from_ids, rows_from_text, with_token_types
 from tracer.checkpoint.agreement import check_sizes, check_unused
-from tracer.checkpoint.config import read_config
-from tracer.arch.pooling import read_pooling
 from tracer.checkpoint.tokenizer import Tokenizer
 from tracer.checkpoint.weights import LazyWeights, WeightFiles
 from tracer.engine.forward import ForwardInputs, MaskOverride, forward, layer_masks
 from tracer.errors import TracerError
-from tracer.model.keep import auto_keep
+from tracer.model.keep import auto_keep, check_keep_matched
 from tracer.model.inputs import PositionLimit, check_positions, input_words, stack_limit
+from tracer.model.meta import ModelMeta, RunMeta, built_mask, fully_masked_rows, override_mask
+from tracer.model.open import Checkpoint, open_checkpoint
+from tracer.model.options import InputOptions
 from tracer.trace import Recorder, Trace
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
-POSITION_RULES = ("auto", "mask", "index")
-_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
-def is_gguf(path: Path) -> bool:
-    """A GGUF file: by its name, or by its first four bytes."""
-    from tracer.model.gguf_open import is_gguf as check
+class MaskReading(Protocol):
+    """A mask read in another framework's convention (tracer.masks.conventions.canonical_mask's result)."""
 
-    return check(path)
+    def override_parts(self) -> tuple[np.ndarray, np.ndarray | None, str]: ...  # keep, bias, note
+
+    def run_record(self) -> dict: ...  # how the trace records the reading
 
 
 class Model:
+    """A checkpoint ready to run: `run` gives a Trace, `generate` new tokens, `batch` the inputs alone.
+
+    spec (the architecture as tracer reads it), config (config.json), weights (canonical name -> array,
+    made when read), files (the stored tensors), tokenizer (None without tokenizer.json), dtype."""
+
     unused_weights: tuple[str, ...] = ()  # float tensors no step reads (only with allow_unused)
 
     def __init__(self, folder: Path, cfg: dict, config_sha256: str, spec: Spec, weights: dict, files: WeightFiles,
                  tokenizer: Tokenizer | None, dtype: str):
         self.folder, self.config, self.config_sha256 = folder, cfg, config_sha256
         self.spec, self.weights, self.files, self.tokenizer, self.dtype = spec, weights, files, tokenizer, dtype
+
+    def __repr__(self) -> str:
+        s = self.spec
+        return (f"<tracer.Model {self.folder.name!r}: {self.family}, {self.route}, {s.n_layers} layers, "
+                f"d_model {s.d_model}, {s.n_heads} heads, vocab {s.vocab_size}, {self.n_params:,} parameters, "
+                f"{self.dtype}{'' if self.tokenizer is not None else ', no tokenizer'}>")
 
     @property
     def family(self) -> str:
@@ -73,117 +82,133 @@ class Model:
     def route(self) -> str:
         return self.spec.route
 
-    def batch(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | None = None,
-              pad_side: str = "right", special_tokens: bool = True, pair: str | None = None,
-              token_types: Sequence[Sequence[int]] | None = None, decoder_text: str | None = None,
-              decoder_ids: Sequence[int] | None = None, positions: str = "auto", allow_long: bool = False) -> Batch:
+    def batch(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | Sequence[int] | None = None,
+              options: InputOptions | None = None, **input_options) -> Batch:
         """Tokenize (or take ids), pad and build the inputs of every stack the model has.
 
-        pair: a second text per row (BERT family: marked by the tokenizer's template, token type 1).
-        token_types: segment ids per row, one per token. decoder_text / decoder_ids: the decoder's input
-        of an encoder-decoder model (default: just the decoder start token). positions: "auto" follows the
-        family (transformers' rule), "mask" counts real tokens (cumsum(mask) - 1), "index" is 0..n-1.
-        allow_long: rotary and relative positions may run past max_position_embeddings; the batch then carries
-        a warning (learned position tables are refused all the same; see tracer.model.inputs).
-        """
+        text: one prompt or a list (a padded batch). ids: token ids, a list per row (a flat list is one row).
+        options: an InputOptions; or its fields as keywords (pad_side, special_tokens, pair, token_types,
+        decoder_text, decoder_ids, positions, allow_long; see InputOptions)."""
+        o = InputOptions.of(options, **input_options)
         if (text is None) == (ids is None):
             raise TracerError("give either text or token ids (not both, not neither)")
-        if pair is not None and text is None:
-            raise TracerError("a text pair goes with prompt text, not with --ids")
-        if positions not in POSITION_RULES:
-            raise TracerError(f"--positions must be from-mask or index, not {positions!r}")
-        if (decoder_text is not None or decoder_ids is not None) and self.route != "encoder-decoder":
+        if o.pair is not None and text is None:
+            raise TracerError("a text `pair` goes with prompt text, not with token `ids`")
+        if (o.decoder_text is not None or o.decoder_ids is not None) and self.route != "encoder-decoder":
             raise TracerError(f"this {self.spec.route_text.split(',')[0]} model has no decoder input",
-                              hint="--decoder-text/--decoder-ids apply to encoder-decoder models (t5, bart)")
+                              hint="`decoder_text`/`decoder_ids` apply to encoder-decoder models (t5, bart)")
         if text is not None:
-            rows, prompts = rows_from_text([text] if isinstance(text, str) else list(text), self.tokenizer, special_tokens, pair)
+            texts = [text] if isinstance(text, str) else _text_rows(text)
+            rows, prompts = rows_from_text(texts, self.tokenizer, o.special_tokens, o.pair)
         else:
-            rows, prompts = rows_from_ids([list(r) for r in ids], self.tokenizer, self.spec.vocab_size), [None] * len(ids)
+            id_rows = id_rows_of(ids)
+            rows, prompts = rows_from_ids(id_rows, self.tokenizer, self.spec.vocab_size), [None] * len(id_rows)
         too_big = [t["id"] for r in rows for t in r if t["id"] >= self.spec.vocab_size]
         if too_big:
             raise TracerError(f"the tokenizer gave id {too_big[0]}, outside the model's vocabulary of {self.spec.vocab_size}")
         stack = self.spec.encoder or self.spec
-        if token_types is not None:
-            rows = with_token_types(rows, [list(t) for t in token_types], stack.token_types)
-        elif pair is not None and not stack.token_types and self.route != "encoder":
+        if o.token_types is not None:
+            rows = with_token_types(rows, [list(t) for t in o.token_types], stack.token_types)
+        elif o.pair is not None and not stack.token_types and self.route != "encoder":
             raise TracerError("a text pair needs a model that reads two segments (the BERT family)")
         warnings = [check_positions(max(len(r) for r in rows), self.position_limit(encoder=stack is not self.spec),
-                                    allow_long, input_words(text is not None, len(rows)))]
-        rule = stack.position_rule if positions == "auto" else positions
-        inputs, tokens = pad_rows(rows, self._pad_id(), pad_side, rule)
+                                    o.allow_long, input_words(text is not None, len(rows)))]
+        rule = stack.position_rule if o.positions == "auto" else o.positions
+        inputs, tokens = pad_rows(rows, self._pad_id(), o.pad_side, rule)
         decoder_tokens = None
         if self.route == "encoder-decoder":
-            dec, decoder_tokens = self._decoder_inputs(len(rows), decoder_text, decoder_ids)
-            warnings.append(check_positions(dec.ids.shape[1], self.position_limit(), allow_long, "the decoder input"))
+            dec, decoder_tokens = self._decoder_inputs(o.decoder_rows(len(rows)), len(rows), o.pad_side)
+            warnings.append(check_positions(dec.ids.shape[1], self.position_limit(), o.allow_long, "the decoder input"))
             inputs = replace(inputs, decoder=dec)
         return Batch(inputs, tokens, list(prompts), decoder_tokens, rule, tuple(w for w in warnings if w))
 
-    def _decoder_inputs(self, n_rows: int, text: str | None, ids: Sequence[int] | None) -> tuple[ForwardInputs, list]:
-        """The decoder's input, the same on every row: the start token, then the given text or ids."""
+    def _decoder_inputs(self, given: list | None, n_rows: int, pad_side: str) -> tuple[ForwardInputs, list]:
+        """The decoder's input per row: the given ids, or the start token then the given text (default: the
+        start token alone); rows of different lengths are padded on the encoder's side."""
         start = self.spec.extras.get("decoder_start_token_id")
         if not isinstance(start, int) or not 0 <= start < self.spec.vocab_size:
             start = self._pad_id()
-        if text is not None and ids is not None:
-            raise TracerError("give --decoder-text or --decoder-ids, not both")
-        if ids is not None:
-            row = rows_from_ids([list(ids)], self.tokenizer, self.spec.vocab_size)[0]
-        else:
+        rows = []
+        for item in given if given is not None else [None] * n_rows:
+            if item is not None and not isinstance(item, str):
+                rows.append(rows_from_ids([list(item)], self.tokenizer, self.spec.vocab_size)[0])
+                continue
             row = rows_from_ids([[start]], self.tokenizer, self.spec.vocab_size)[0]
-            if text is not None:
-                if not text.strip():
-                    raise TracerError("--decoder-text is empty")
-                rest = rows_from_text([text], self.tokenizer, special_tokens=False)[0][0]
+            if item is not None:
+                if not item.strip():
+                    raise TracerError("`decoder_text` is empty")
+                rest = rows_from_text([item], self.tokenizer, special_tokens=False)[0][0]
                 row += [{**t, "pos": 1 + j} for j, t in enumerate(rest)]
-        inputs, tokens = pad_rows([row] * n_rows, self._pad_id(), "right", self.spec.position_rule)
-        return inputs, tokens
+            rows.append(row)
+        return pad_rows(rows, self._pad_id(), pad_side if len({len(r) for r in rows}) > 1 else "right",
+                        self.spec.position_rule)
 
-    def run(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | None = None,
-            keep: Sequence[str] | None = None, pad_side: str = "right", special_tokens: bool = True,
-            mask_override: MaskOverride | None = None, pair: str | None = None,
-            token_types: Sequence[Sequence[int]] | None = None, decoder_text: str | None = None,
-            decoder_ids: Sequence[int] | None = None, positions: str = "auto", clock=None,
-            allow_long: bool = False) -> Trace:
-        """keep: globs of steps kept whole; None keeps everything that fits DEFAULT_BUDGET (see keep_policy).
-        clock (e.g. time.perf_counter): time each step (Step.seconds), for `tracer run --cost`.
-        allow_long: past max_position_embeddings on rotary and relative positions; the trace's meta then
-        carries the warning under "warnings". The other arguments are those of `batch`."""
-        b = self.batch(text, ids, pad_side, special_tokens, pair, token_types, decoder_text, decoder_ids, positions,
-                       allow_long)
+    def run(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | Sequence[int] | None = None,
+            keep: Sequence[str] | None = None, *, options: InputOptions | None = None,
+            mask: "MaskReading | Callable[[tuple[int, int, int, int]], MaskReading] | MaskOverride | None" = None,
+            mask_override: MaskOverride | None = None, clock=None, **input_options) -> Trace:
+        """Run the forward pass and record every step: a Trace (step name -> array, with statistics and meta).
+
+        text / ids / options / keywords: the inputs, as `batch` takes them (pad_side, special_tokens, pair,
+        token_types, decoder_text, decoder_ids, positions, allow_long). keep: globs of steps kept whole
+        (statistics are kept for all); None keeps everything that fits 2 GiB (see tracer.model.keep); a glob
+        that matches no step is an error. mask: replace the built self-attention mask, with a MaskOverride, the
+        mask lab's reading (tracer.masks.conventions.canonical_mask) or a function of the score shape
+        [batch, heads, q, kv] that gives one (the batch is built once); the trace records how it was read.
+        clock (e.g. time.perf_counter): time each step (Step.seconds). allow_long: past max_position_embeddings
+        on rotary and relative positions; the trace's meta then carries the warning under "warnings"."""
+        if mask is not None and mask_override is not None:
+            raise TracerError("give `mask` or `mask_override`, not both")
+        o = InputOptions.of(options, **input_options)
+        b = self.batch(text, ids, o)
         main = b.inputs.decoder or b.inputs  # the stack whose self-attention the masks describe
+        override, read = self._override(mask if mask is not None else mask_override, b)
         reduced: list[str] = []
         if keep is None:
             itemsize = np.dtype(DTYPES[self.dtype]).itemsize
             keep, reduced = auto_keep(self.spec, *b.inputs.ids.shape, itemsize)
-        override = self._checked_override(mask_override, b) if mask_override is not None else None
+        elif isinstance(keep, str):
+            keep = (keep,)
         headless = self.route == "encoder" and self.spec.head == "none"  # a bare BertModel: no `bert.` prefix
         rec = Recorder(keep, hf_module=lambda name: hf_module(self.family, name, headless=headless), clock=clock)
         with np.errstate(over="ignore", under="ignore"):
             # built once: the forward applies them, the meta describes them (an override replaces them)
             masks = layer_masks(main.attention_mask, self.spec) if override is None else {}
             forward(b.inputs, self.weights, self.spec, rec, override, masks)
-        meta = {
-            "tracer_version": __version__,
-            "model": {"name": self.folder.name, "family": self.family, "route": self.route,
-                      "config_sha256": self.config_sha256, "spec": self.spec.to_dict(), "n_params": self.n_params,
-                      "storage_dtypes": self.files.storage_dtypes()},
-            "dtype": self.dtype,
-            "prompts": b.prompts,
-            "tokens": b.tokens,
-            "pad_side": pad_side,
-            "special_tokens": special_tokens,
-            "positions": b.position_rule,
-            "mask": self._mask_meta(b, override, masks),
-            "keep": list(keep),
-            "reduced_to_stats": reduced,
-            "computed_in_blocks": blocked_globs(rec.blocked),
-        }
-        if b.warnings:
-            meta["warnings"] = list(b.warnings)
-        if pair is not None:
-            meta["pair"] = pair
-        if b.decoder_tokens is not None:
-            meta["decoder_tokens"] = b.decoder_tokens
-        return Trace(rec.steps, meta)
+        check_keep_matched(keep, [s.name for s in rec.steps])
+        if override is not None:
+            keep_all = np.broadcast_to(override.keep, (b.inputs.ids.shape[0],) + override.keep.shape[1:])
+            mask_meta = override_mask(self.spec, override.note, keep_all, read)
+        else:
+            mask_meta = built_mask(self.spec, self.route, main.attention_mask,
+                                   {str(w): fully_masked_rows(p.keep) for w, p in masks.items()},
+                                   b.inputs.attention_mask if self.route == "encoder-decoder" else None)
+        meta = RunMeta(ModelMeta.of(self), self.dtype, b.prompts, b.tokens, o.pad_side, o.special_tokens,
+                       b.position_rule, mask_meta, list(keep), reduced, blocked_globs(rec.blocked),
+                       warnings=list(b.warnings), pair=o.pair, decoder_tokens=b.decoder_tokens)
+        return Trace(rec.steps, meta.to_dict())
+
+    def generate(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | Sequence[int] | None = None,
+                 max_new_tokens: int = 8, *, temperature: float | None = None, top_k: int | None = None,
+                 top_p: float | None = None, seed: int | None = None, ignore_eos: bool = False,
+                 stop: Sequence[str] = (), check_cache: bool = False, record: bool = False,
+                 keep: Sequence[str] | None = None, special_tokens: bool = True, allow_long: bool = False):
+        """Decode up to max_new_tokens new tokens per row with a KV cache (what `tracer generate` runs).
+
+        Greedy by default; temperature / top_k / top_p / seed sample. stop: texts that end a row. check_cache:
+        also recompute the whole sequence each step (Generation.recompute_max_abs). record: keep a trace
+        (Generation.trace; the prefill under the usual names, step t under decode.{t}.), keep: its globs.
+        Returns a Generation: .rows (new_ids, text, stop), .steps, .to_json(), .trace."""
+        from tracer.model.generate import GenerateOptions, generate
+        from tracer.model.sampling import sampling_from_flags
+
+        if keep is not None and not record:
+            raise TracerError("`keep` chooses what the recorded trace keeps: pass record=True too")
+        options = GenerateOptions(max_new_tokens, sampling_from_flags(temperature, top_k, top_p, seed), ignore_eos,
+                                  (stop,) if isinstance(stop, str) else tuple(stop), check_cache, record=record,
+                                  keep=tuple(keep) if keep is not None else None, special_tokens=special_tokens,
+                                  allow_long=allow_long)
+        return generate(self, text, ids, options)
 
     def _pad_id(self) -> int:
         pad = self.config.get("pad_token_id")
@@ -191,68 +216,81 @@ class Model:
             return pad
         return 0
 
-    def _checked_override(self, m: MaskOverride, b: Batch) -> MaskOverride:
+    def _override(self, given, b: Batch) -> tuple[MaskOverride | None, dict | None]:
+        """(the engine's override, how the mask lab read it) from Model.run's mask argument."""
+        if given is None:
+            return None, None
         if self.route == "encoder-decoder":
-            raise TracerError("--mask replaces a single stack's self-attention mask; encoder-decoder models have three",
-                              hint="use tracer mask to study the convention, then run without --mask")
+            raise TracerError("`mask` replaces a single stack's self-attention mask; encoder-decoder models have three",
+                              hint="use tracer mask to study the convention, then run without `mask`")
         bsz, q = b.inputs.ids.shape
         target = (bsz, self.spec.n_heads, q, q)
-        for name, arr in (("mask", m.keep), ("mask bias", m.bias)):
+        if callable(given) and not isinstance(given, MaskOverride):
+            given = given(target)
+        read = None
+        if not isinstance(given, MaskOverride):
+            read = given.run_record()
+            given = MaskOverride(*given.override_parts())
+        for name, arr in (("mask", given.keep), ("mask bias", given.bias)):
             if arr is None:
                 continue
             if arr.ndim != 4 or any(s not in (1, t) for s, t in zip(arr.shape, target)):
                 raise TracerError(f"the {name} has shape {tuple(arr.shape)}, which does not land on the scores "
                                   f"[batch={bsz}, heads={target[1]}, q_len={q}, kv_len={q}]")
         dtype = np.dtype(DTYPES[self.dtype])
-        bias = None if m.bias is None else m.bias.astype(dtype)
-        return MaskOverride(m.keep.astype(bool), bias, m.note)
-
-    def _mask_meta(self, b: Batch, override: MaskOverride | None, parts: dict) -> dict:
-        layers = {str(i): self.spec.window(i) for i in range(self.spec.n_layers)}
-        if override is not None:
-            keep = np.broadcast_to(override.keep, (b.inputs.ids.shape[0], override.keep.shape[1]) + override.keep.shape[2:])
-            return {"source": "override", "note": override.note, "windows": layers, "fully_masked": _fully_masked(keep)}
-        main = b.inputs.decoder or b.inputs
-        meta = {
-            "source": "built",
-            "route": self.route,
-            "causal": self.spec.causal,
-            "windows": layers,
-            "padding": bool((main.attention_mask == 0).any()),
-            "fully_masked": {str(w): _fully_masked(p.keep) for w, p in parts.items()},
-        }
-        if self.route == "encoder-decoder":
-            meta["encoder_padding"] = bool((b.inputs.attention_mask == 0).any())
-        return meta
+        bias = None if given.bias is None else given.bias.astype(dtype)
+        return MaskOverride(given.keep.astype(bool), bias, given.note), read
 
 
-def _fully_masked(keep: np.ndarray) -> list[list[int]]:
-    """[[batch, head, query], ...] rows with no key to attend to (their weights are all zero)."""
-    rows = ~keep.any(axis=-1)  # [batch, heads, q]
-    return [list(map(int, idx)) for idx in np.argwhere(rows)]
+def _text_rows(text) -> list[str]:
+    texts = list(text)
+    if not all(isinstance(t, str) for t in texts):
+        raise TracerError("`text` must be a str or a list of str")
+    return texts
+
+
+def id_rows_of(ids) -> list[list[int]]:
+    """Token ids as rows: a list of rows, or a flat list of ids as one row."""
+    if isinstance(ids, np.ndarray):
+        ids = ids.tolist() if ids.ndim == 2 else [ids.tolist()] if ids.ndim == 1 else None
+    if ids is None or isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise TracerError("`ids` must be a list of token ids (one row) or a list of rows")
+    if not ids:
+        raise TracerError("`ids` is empty")
+    if all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in ids):
+        return [list(ids)]
+    if not all(isinstance(r, Sequence | np.ndarray) and not isinstance(r, (str, bytes)) for r in ids):
+        raise TracerError("`ids` must be a list of token ids (one row) or a list of rows of token ids")
+    return [list(r) for r in ids]
 
 
 def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = False) -> Model:
-    folder = Path(path)
+    """Open a checkpoint folder (config.json, *.safetensors, tokenizer.json) as a Model.
+
+    dtype: the compute dtype, "float32" or "float64" (weights stored in bf16/f16 are widened exactly).
+    allow_unused: load a checkpoint that holds float weights no step reads (e.g. a classification head);
+    they are listed in model.unused_weights. Every shape is checked against the config from the file
+    headers, before any tensor is read. Also tunes the C allocator once per process (see
+    tracer.model.allocator), as the command does: the API runs as fast as `tracer run`.
+    Raises TracerError on a missing, corrupt or unsupported checkpoint."""
+    from tracer.model import allocator
+
     if dtype not in DTYPES:
         raise TracerError(f"dtype {dtype!r} is not supported", hint="use float32 or float64")
-    if is_gguf(folder):  # a GGUF file (issue 17); the lead's open_checkpoint will choose the reader
-        from tracer.model.gguf_open import load_gguf_model
+    from tracer.model.gguf_open import is_gguf, load_gguf_model  # here: gguf_open builds on this module
 
-        return load_gguf_model(folder, dtype, allow_unused)
-    if folder.is_file():
-        if folder.suffix in _PICKLE_SUFFIXES:
-            raise TracerError(f"{folder}: a pickle checkpoint; tracer never unpickles files",
-                              hint="convert it once in a trusted environment with save_pretrained(), which writes safetensors")
-        raise TracerError(f"{folder}: expected a checkpoint folder (config.json, *.safetensors, tokenizer.json), got a file")
-    if not folder.is_dir():
-        raise TracerError(f"{folder}: no such checkpoint folder")
-    cfg, sha = read_config(folder)
-    adapter = adapter_for(cfg)
-    spec = adapter.spec_from_config(cfg)
-    if spec.head == "none":
-        spec = replace(spec, pooling=read_pooling(folder))
-    files = WeightFiles(folder)
+    if is_gguf(Path(path)):  # a GGUF file (issue 17): its own reader, metadata -> config
+        allocator.reuse_freed_memory()
+        return load_gguf_model(Path(path), dtype, allow_unused)
+    ck = open_checkpoint(path)
+    allocator.reuse_freed_memory()
+    return model_of(ck, dtype, allow_unused)
+
+
+def model_of(ck: Checkpoint, dtype: str = "float32", allow_unused: bool = False) -> Model:
+    """The Model of an opened checkpoint: the weights resolved, checked and made lazy."""
+    spec, files = ck.spec, ck.files
+    adapter = adapter_for(ck.config)
     sources = adapter.weight_sources(spec)
     shapes = expected_shapes(spec)
     stored = {n: _resolve(files, (sources[n].hf_name, *sources[n].aliases)) for n in shapes}  # missing: named here
@@ -261,9 +299,7 @@ def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = Fa
     weights = load_weights(files, sources, spec, DTYPES[dtype], used)
     ignored = (*getattr(adapter, "IGNORED", ()), *(("lm_head.weight",) if spec.tied_embeddings else ()))
     unused = check_unused(files, used, allow_unused, ignored)
-    tok_path = folder / "tokenizer.json"
-    tokenizer = Tokenizer(tok_path) if tok_path.exists() or tok_path.is_symlink() else None  # special files refused
-    model = Model(folder, cfg, sha, spec, weights, files, tokenizer, dtype)
+    model = Model(ck.path, ck.config, ck.config_sha256, spec, weights, files, ck.tokenizer, dtype)
     model.unused_weights = tuple(unused)
     return model
 

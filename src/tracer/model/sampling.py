@@ -41,19 +41,19 @@ def sampling_from_flags(temperature: float | None, top_k: int | None, top_p: flo
     Greedy unless --temperature > 0, --top-k or --top-p asks for sampling (temperature then defaults to 1).
     """
     if temperature is not None and (temperature < 0 or not np.isfinite(temperature)):
-        raise TracerError(f"--temperature must be 0 (greedy) or positive, not {temperature:g}")
+        raise TracerError(f"`temperature` must be 0 (greedy) or positive, not {temperature:g}")
     if top_k is not None and top_k < 1:
-        raise TracerError(f"--top-k must be at least 1, not {top_k}")
+        raise TracerError(f"`top_k` must be at least 1, not {top_k}")
     if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise TracerError(f"--top-p must be in (0, 1], not {top_p:g}")
-    filters = [f for f, v in (("--top-k", top_k), ("--top-p", top_p)) if v is not None]
+        raise TracerError(f"`top_p` must be in (0, 1], not {top_p:g}")
+    filters = [f for f, v in (("`top_k`", top_k), ("`top_p`", top_p)) if v is not None]
     if temperature == 0.0 and filters:
-        raise TracerError(f"{' and '.join(filters)} sample(s), but --temperature 0 asks for greedy decoding",
-                          hint="drop --temperature 0 to sample, or drop the sampling flags for greedy")
+        raise TracerError(f"{' and '.join(filters)} sample(s), but `temperature` 0 asks for greedy decoding",
+                          hint="drop `temperature` 0 to sample, or drop the sampling flags for greedy")
     sampling = (temperature is not None and temperature > 0) or bool(filters)
     if seed is not None and not sampling:
-        raise TracerError("--seed only matters when sampling, and greedy decoding is chosen",
-                          hint="add --temperature T (T > 0), --top-k or --top-p")
+        raise TracerError("`seed` only matters when sampling, and greedy decoding is chosen",
+                          hint="add `temperature` T (T > 0), `top_k` or `top_p`")
     if not sampling:
         return Sampling()
     return Sampling(temperature if temperature is not None else 1.0, top_k, top_p, seed)

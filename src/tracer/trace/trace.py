@@ -119,13 +119,33 @@ def _size_text(n_bytes: int) -> str:
     return f"{n_bytes} B"
 
 
+class StepNames(list):
+    """The step names of a trace, in order: a list (`"logits" in trace.names`), and callable as the method it
+    used to be (`trace.names()` gives the same list)."""
+
+    def __call__(self) -> list[str]:
+        return list(self)
+
+
 @dataclass(repr=False)
 class Trace:
+    """Step name -> array, in the order the forward made them: `trace["logits"]`, `trace.step(name).stats`,
+    `trace.names` (or `keys()`), `len(trace)`, `name in trace`; `meta` describes the run; `save`/`load`."""
+
     steps: list[Step]
     meta: dict = field(default_factory=dict)
 
-    def names(self) -> list[str]:
+    @property
+    def names(self) -> StepNames:
+        """Every step's name, in order (statistics-only steps too)."""
+        return StepNames(s.name for s in self.steps)
+
+    def keys(self) -> list[str]:
+        """The step names, as a mapping's keys (`trace[name]` reads a kept step's array)."""
         return [s.name for s in self.steps]
+
+    def __len__(self) -> int:
+        return len(self.steps)
 
     def __repr__(self) -> str:
         """A few lines, never the arrays: model, input, steps with their shapes, dtype, size in memory."""
@@ -161,7 +181,8 @@ class Trace:
     def __getitem__(self, name: str) -> np.ndarray:
         s = self.step(name)
         if s.array is None:
-            raise KeyError(f"{name} was recorded as statistics only (widen --keep to keep it)")
+            raise KeyError(f"{name} was recorded as statistics only (keep it whole with keep=[{name!r}], "
+                           "or a glob that matches it)")
         return s.array
 
     # ---------- file form ----------
