@@ -37,6 +37,14 @@ def make_console(stderr: bool = False, record: bool = False) -> Console:
     )
 
 
+def rendered(console, draw) -> str:
+    """What `draw` prints, as text in the console's width and colours: the screen is made whole before any
+    output file is written, so a failure while drawing leaves no file behind."""
+    with console.capture() as cap:
+        draw()
+    return cap.get()
+
+
 def fail(message: str, hint: str | None = None) -> "typer.Exit":
     """Print `error: ...` (one line, plus an optional hint line) and return Exit(2) to raise."""
     err = make_console(stderr=True)

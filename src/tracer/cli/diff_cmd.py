@@ -11,7 +11,7 @@ from typing import List, Optional
 import numpy as np
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
+from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered
 from tracer.diff.compare import DEFAULT_ATOL, DEFAULT_RTOL
 from tracer.errors import TracerError
 
@@ -100,16 +100,18 @@ def diff(
     generation = generation_summary(report, sides.ref.meta, sides.mine.meta)
     if generation is not None:
         report.extras["generation"] = generation
-    if export_html is not None:
+    console = make_console()
+    if as_json:
+        text = json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n"
+    else:
+        text = rendered(console, lambda: render_diff(console, report, show_all=show_all))
+    if export_html is not None:  # after the screen is made: a failure leaves no file
         from tracer.cli.run_cmd import confirm_stderr, write_text
         from tracer.html import diff_page
 
         write_text(export_html, diff_page(report_json(report)))
         confirm_stderr(f"wrote the page to {export_html} ({export_html.stat().st_size:,} bytes)")
-    if as_json:
-        sys.stdout.write(json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n")
-    else:
-        render_diff(make_console(), report, show_all=show_all)
+    console.file.write(text)
     raise typer.Exit(1 if report.diverged or inputs is not None else 0)
 
 

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
+from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered
 from tracer.errors import TracerError
 
 
@@ -91,19 +91,21 @@ def generate(
                               record=save is not None, keep=tuple(keep) if keep else None, panel_layer=layer,
                               special_tokens=not no_special_tokens, allow_long=allow_long)
     gen = run_generation(m, prompts or None, id_rows, options)
-    if save is not None:
-        from tracer.cli.run_cmd import confirm_stderr
-
-        gen.trace.save(save)
-        confirm_stderr(f"wrote the trace to {save} ({len(gen.trace.names())} steps, {save.stat().st_size:,} bytes)")
     costs = step_costs(m, gen) if cost else None
+    console = make_console()
     if as_json:
         data = gen.to_json()
         if costs is not None:
             data["cost"] = costs
-        print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
-        return
-    show(m, gen, dtype, batch_row, costs)
+        text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+    else:
+        text = rendered(console, lambda: show(console, m, gen, dtype, batch_row, costs))
+    if save is not None:  # after the screen is made: a failure leaves no file
+        from tracer.cli.run_cmd import confirm_stderr
+
+        gen.trace.save(save)
+        confirm_stderr(f"wrote the trace to {save} ({len(gen.trace.names())} steps, {save.stat().st_size:,} bytes)")
+    console.file.write(text)
 
 
 def step_costs(m, gen) -> list[dict]:
@@ -116,10 +118,9 @@ def step_costs(m, gen) -> list[dict]:
     return generation_costs(m.spec, steps, len(gen.rows), enc_len, itemsize)
 
 
-def show(m, gen, dtype: str, batch_row: int | None, costs: list[dict] | None = None) -> None:
+def show(console, m, gen, dtype: str, batch_row: int | None, costs: list[dict] | None = None) -> None:
     from tracer.render.generate_view import render_cache, render_cost, render_prefill, render_steps, render_text
 
-    console = make_console()
     spec = m.spec
     line = (f"{m.folder.name}: {m.family}, {spec.route_text}, {spec.n_layers} layers, {spec.n_heads} heads "
             f"({spec.n_kv_heads} kv), d_head {spec.d_head}, {dtype}")

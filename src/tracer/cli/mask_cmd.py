@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 import typer
 
-from tracer.cli.common import handle_errors, make_console, parse_int_list
+from tracer.cli.common import handle_errors, make_console, parse_int_list, rendered
 from tracer.errors import TracerError
 
 HELP = (
@@ -118,8 +118,6 @@ def mask_command(
     elif mask2 is not None:
         raise TracerError("--mask2 goes with --compare NAME2")
     checked = check_weights(result, weights, w_scores, w_label, s_label) if weights is not None else None
-    if save:
-        save_npz(save, result)
     fired = result.fired() or (other is not None and other.fired())
     failed_check = checked is not None and checked.failed()  # like tracer diff: a failed check is exit 1
     code = 1 if failed_check or (strict and fired) else 0
@@ -131,25 +129,32 @@ def mask_command(
         if checked is not None:
             out["check_weights"] = checked.to_json()
         out["exit_status"] = code
-        emit_json(out)
+        text = json_text(out)
     else:
-        from tracer.render.mask_view import render_check, render_compare, render_result, render_warnings
-
-        render_result(console, result, show, token_list)
-        if comparison is not None:
-            console.print()
-            render_compare(console, comparison, show, token_list)
-            extra = [w for w in other.warnings if w.code not in result.codes()]
-            if extra:
-                console.print(f"[bold]{other.convention}[/] adds:")
-                render_warnings(console, extra)
-        if checked is not None:
-            console.print()
-            render_check(console, checked)
-        if save:
-            console.print(f"[dim]saved {save}[/]")
+        text = rendered(console, lambda: show_result(console, result, comparison, other, checked, show, token_list))
+    if save:  # after the screen is made: a failure leaves no file
+        save_npz(save, result)
+    console.file.write(text)
+    if save and not as_json:
+        console.print(f"[dim]saved {save}[/]")
     if code:
         raise typer.Exit(code)
+
+
+def show_result(console, result, comparison, other, checked, show, token_list) -> None:
+    from tracer.render.mask_view import render_check, render_compare, render_result, render_warnings
+
+    render_result(console, result, show, token_list)
+    if comparison is not None:
+        console.print()
+        render_compare(console, comparison, show, token_list)
+        extra = [w for w in other.warnings if w.code not in result.codes()]
+        if extra:
+            console.print(f"[bold]{other.convention}[/] adds:")
+            render_warnings(console, extra)
+    if checked is not None:
+        console.print()
+        render_check(console, checked)
 
 
 # ---------- the two other modes ----------
@@ -285,7 +290,11 @@ def json_safe(obj):
 
 
 def emit_json(obj) -> None:
-    sys.stdout.write(json.dumps(json_safe(obj), ensure_ascii=False, allow_nan=False) + "\n")
+    sys.stdout.write(json_text(obj))
+
+
+def json_text(obj) -> str:
+    return json.dumps(json_safe(obj), ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def check_save(path: str) -> None:

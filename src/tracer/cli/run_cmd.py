@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
+from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered
 from tracer.errors import TracerError
 from tracer.model.keep import blocked_note
 
@@ -107,7 +107,7 @@ def run(
     allow_long: bool = typer.Option(False, "--allow-long", help=ALLOW_LONG_HELP),
 ):
     from tracer.api import load_model
-    from tracer.cli.prompts import batch_line, check_prompts
+    from tracer.cli.prompts import check_prompts
     from tracer.cli.default_model import default_model_path
     from tracer.report import RunOptions, build_report, json_view
     from tracer.report.options import resolve_sections
@@ -147,21 +147,27 @@ def run(
                                       "warnings": [w.to_json() for w in read.warnings]}
     report = build_report(trace, options, vocab=vocab_lookup(m.tokenizer), model=m)  # checks the options first
     warn_nonfinite(report)
-    write_run_outputs(save, export_html, trace, report, m, target_id)  # both files or neither, before any output
+    console = make_console()
     if as_json:
         data = json_view(report)
         if read is not None:
             data["mask_input"] = read.to_json()
-        print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
-    if as_json:
-        return
-    console = make_console()
+        text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+    else:
+        text = rendered(console, lambda: show_run(console, report, trace, read, pad_side))
+    write_run_outputs(save, export_html, trace, report, m, target_id)  # both files or neither, after all went well
+    console.file.write(text)
+
+
+def show_run(console, report: dict, trace, read, pad_side: str) -> None:
     if trace.meta["reduced_to_stats"]:
         console.print(f"[dim]note: a long input: {', '.join(trace.meta['reduced_to_stats'])} kept as statistics only "
                       "to stay under 2 GiB (--keep '*' keeps everything)[/]")
     if trace.meta.get("computed_in_blocks"):
         console.print(f"[dim]note: {blocked_note(trace.meta['computed_in_blocks'])}[/]")
     if report["batch_size"] > 1:
+        from tracer.cli.prompts import batch_line
+
         console.print(f"[bold]{batch_line(report['batch_size'], pad_side)}[/]")
     if read is not None:
         show_mask_input(console, read, [t["token"] for t in report["tokens"]])

@@ -1,0 +1,101 @@
+"""Issue 16, the command-line contract: every output option of every command refuses a missing folder before
+the work starts, and an error at any point (a crash while drawing the screen included) leaves no file."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from conftest import ROOT, model_dir
+from hostile import cli
+
+LLAMA = model_dir("llama")
+
+
+def _trace(tmp_path):
+    out = tmp_path / "t.safetensors"
+    assert cli("run", "--model", LLAMA, "--ids", "1,2,3", "--only", "top_k", "--save", out).exit_code == 0
+    return out
+
+
+# every output option: (command line with OUT where the path goes)
+OUTPUTS = {
+    "run --save": lambda t, out: ["run", "--model", LLAMA, "--ids", "1,2", "--only", "top_k", "--save", out],
+    "run --export-html": lambda t, out: ["run", "--model", LLAMA, "--ids", "1,2", "--only", "top_k", "--export-html", out],
+    "generate --save": lambda t, out: ["generate", "--model", LLAMA, "--ids", "1,2", "-n", "1", "--save", out],
+    "diff --export-html": lambda t, out: ["diff", t, t, "--export-html", out],
+    "report -o": lambda t, out: ["report", t, "-o", out, "--model", LLAMA],
+    "capture -o": lambda t, out: ["capture", LLAMA, "--ids", "1,2", "-o", out],
+    "mask --save": lambda t, out: ["mask", "-c", "hf-2d", "--mask", "[[1,1]]", "--scores", "1,1,2,2", "--save", out],
+}
+
+
+@pytest.mark.parametrize("option", sorted(OUTPUTS))
+def test_every_output_option_refuses_a_missing_folder_and_creates_none(tmp_path, option):
+    trace = _trace(tmp_path)
+    name = "m.npz" if option.startswith("mask") else "x.html" if "html" in option or "report" in option else "x.safetensors"
+    out = tmp_path / "missing" / "deeper" / name
+    r = cli(*OUTPUTS[option](trace, out))
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("error: ") and "does not exist" in r.output and "Traceback" not in r.output
+    assert "wrote" not in r.output and "saved" not in r.output  # refused before the work, not after
+    assert not (tmp_path / "missing").exists()
+
+
+def test_an_existing_folder_is_written_in(tmp_path):
+    (tmp_path / "d").mkdir()
+    r = cli(*OUTPUTS["run --save"](None, tmp_path / "d" / "t.safetensors"))
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "d" / "t.safetensors").stat().st_size > 0
+
+
+# ---------- an error after the work leaves no file ----------
+
+
+def _boom(*_a, **_k):
+    raise ValueError("boom while drawing")
+
+
+@pytest.mark.parametrize("command,patch", [
+    ("run", "tracer.cli.run_cmd.show"),
+    ("generate", "tracer.cli.generate_cmd.show"),
+    ("diff", "tracer.render.diff_view.render_diff"),
+    ("mask", "tracer.cli.mask_cmd.show_result"),
+])
+def test_a_crash_while_drawing_the_screen_leaves_no_output_file(tmp_path, monkeypatch, command, patch):
+    trace = _trace(tmp_path)
+    outs = {"run": ["--save", tmp_path / "a.safetensors", "--export-html", tmp_path / "a.html"],
+            "generate": ["--save", tmp_path / "a.safetensors"], "diff": ["--export-html", tmp_path / "a.html"],
+            "mask": ["--save", tmp_path / "a.npz"]}[command]
+    base = {"run": ["run", "--model", LLAMA, "--ids", "1,2"], "generate": ["generate", "--model", LLAMA, "--ids", "1,2", "-n", "1"],
+            "diff": ["diff", trace, trace], "mask": ["mask", "-c", "hf-2d", "--mask", "[[1,1]]", "--scores", "1,1,2,2"]}[command]
+    monkeypatch.setattr(patch, _boom)
+    r = cli(*base, *outs)
+    assert r.exit_code == 2 and "internal error: ValueError: boom while drawing" in r.output, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.safetensors"]  # nothing written, no temp file
+
+
+@pytest.fixture(scope="module")
+def nan_v_model(tmp_path_factory):
+    """The issue's case: one NaN in block 1's value projection of a copy of the shipped model."""
+    folder = tmp_path_factory.mktemp("nanv") / "default-model"
+    shutil.copytree(ROOT / "fixtures" / "default-model", folder)
+    t = load_file(folder / "model.safetensors")
+    t["model.layers.1.self_attn.v_proj.weight"][0, 0] = np.nan
+    save_file(t, folder / "model.safetensors")
+    return folder
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_a_nan_run_with_save_and_export_html_writes_both_or_neither(tmp_path, nan_v_model, extra):
+    out, page = tmp_path / "t.safetensors", tmp_path / "t.html"
+    r = cli("run", "--model", nan_v_model, "春天来", "--save", out, "--export-html", page, *extra)
+    assert "Traceback" not in r.output
+    if r.exit_code == 0:
+        assert out.stat().st_size > 0 and page.stat().st_size > 0
+    else:
+        assert r.exit_code == 2 and "error: " in r.output
+        assert list(tmp_path.iterdir()) == []
