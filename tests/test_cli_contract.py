@@ -99,3 +99,50 @@ def test_a_nan_run_with_save_and_export_html_writes_both_or_neither(tmp_path, na
     else:
         assert r.exit_code == 2 and "error: " in r.output
         assert list(tmp_path.iterdir()) == []
+
+
+# ---------- Ctrl-C ----------
+
+
+def test_ctrl_c_at_any_moment_is_one_line_and_exit_130(tmp_path):
+    """SIGINT while tracer's modules load, while the model loads, mid-generation: `interrupted`, 130, no
+    traceback, and no output file or temp file. The delays count from the moment Python has started (its own
+    start-up, before tracer's first line runs, is Python's: a wrapper says "up" there). The processes run side
+    by side so the test takes about one run's time."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env.pop("TRACER_DEBUG", None)
+    delays = (0.0, 0.05, 0.15, 0.3, 0.6, 1.2, 2.5)
+    procs = []
+    for i, _ in enumerate(delays):
+        argv = ["tracer", "generate", "春天来", "-n", "3000", "--ignore-eos", "--allow-long",
+                "--save", str(tmp_path / f"g{i}.safetensors")]
+        wrapper = (f"import sys, runpy; sys.argv = {argv!r}; print('up', flush=True); "
+                   "runpy.run_module('tracer.cli.main', run_name='__main__')")
+        procs.append(subprocess.Popen([sys.executable, "-c", wrapper], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      env=env, cwd=tmp_path))
+    for p in procs:
+        assert p.stdout.readline() == b"up\n"
+    start = time.monotonic()
+    for p, d in sorted(zip(procs, delays), key=lambda pd: pd[1]):
+        time.sleep(max(0.0, start + d - time.monotonic()))
+        p.send_signal(signal.SIGINT)
+    for p, d in zip(procs, delays):
+        _out, err = p.communicate(timeout=120)
+        assert p.returncode == 130, (d, p.returncode, err.decode())
+        assert err.decode() == "interrupted\n", (d, err.decode())
+    assert list(tmp_path.iterdir()) == []  # no trace, no temp file
+
+
+def test_ctrl_c_inside_the_app_is_one_line_and_130(monkeypatch):
+    def interrupt(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("tracer.cli.run_cmd.show", interrupt)
+    r = cli("run", "--model", LLAMA, "--ids", "1,2")
+    assert r.exit_code == 130 and r.output.strip() == "interrupted", r.output

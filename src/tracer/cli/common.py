@@ -22,6 +22,22 @@ from rich.markup import escape
 from tracer.errors import TracerError
 
 DEBUG_ENV = "TRACER_DEBUG"
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+
+
+class Interrupted(BaseException):
+    """Ctrl-C while a command runs (the command's SIGINT handler raises it; click does not catch it)."""
+
+    @staticmethod
+    def report_and_exit(standalone: bool = True) -> int:
+        try:
+            sys.stderr.write("interrupted\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        if standalone:
+            sys.exit(INTERRUPTED_STATUS)
+        return INTERRUPTED_STATUS
 
 
 def make_console(stderr: bool = False, record: bool = False) -> Console:
@@ -201,10 +217,9 @@ class TracerGroup(TyperGroup):
         except TracerError as exc:
             _exit(fail(exc.message, exc.hint).exit_code, standalone_mode)
             return 2
-        except typer.Abort:
-            _exit(fail("interrupted").exit_code, standalone_mode)
-            return 2
-        except (SystemExit, KeyboardInterrupt):
+        except (Interrupted, KeyboardInterrupt, typer.Abort):  # Ctrl-C: one line, exit 130, never a traceback
+            return Interrupted.report_and_exit(standalone_mode)
+        except SystemExit:
             raise
         except Exception as exc:  # a bug: still one line, the traceback on request
             if os.environ.get(DEBUG_ENV):
@@ -213,6 +228,8 @@ class TracerGroup(TyperGroup):
                        hint=f"this is a bug in tracer; {DEBUG_ENV}=1 shows the traceback").exit_code, standalone_mode)
             return 2
         code = rv if isinstance(rv, int) else 0
+        if code == INTERRUPTED_STATUS:  # typer turns a KeyboardInterrupt into Exit(130), silently
+            return Interrupted.report_and_exit(standalone_mode)
         if standalone_mode:
             sys.exit(code)
         return code
