@@ -146,3 +146,43 @@ def test_ctrl_c_inside_the_app_is_one_line_and_130(monkeypatch):
     monkeypatch.setattr("tracer.cli.run_cmd.show", interrupt)
     r = cli("run", "--model", LLAMA, "--ids", "1,2")
     assert r.exit_code == 130 and r.output.strip() == "interrupted", r.output
+
+
+# ---------- lists: an empty item is an error, never skipped ----------
+
+T5 = model_dir("t5")
+BERT = model_dir("bert")
+
+LISTS = {
+    "run --ids": lambda v: ["run", "--model", LLAMA, "--ids", v],
+    "generate --ids": lambda v: ["generate", "--model", LLAMA, "--ids", v, "-n", "1"],
+    "capture --ids": lambda v: ["capture", LLAMA, "--ids", v, "-o", "x.safetensors"],
+    "run --layers": lambda v: ["run", "--model", LLAMA, "--ids", "1,2", "--layers", v],
+    "run --only": lambda v: ["run", "--model", LLAMA, "--ids", "1,2", "--only", v.replace("1", "top_k").replace("2", "tokens")],
+    "run --decoder-ids": lambda v: ["run", "--model", T5, "--ids", "5,6", "--decoder-ids", v.replace("1", "0")],
+    "run --token-types": lambda v: ["run", "--model", BERT, "--ids", "5,6,7", "--token-types", v.replace("2", "0")],
+    "run --target id:": lambda v: ["run", "--model", LLAMA, "--ids", "1,2", "--target", "id:" + v],
+    "diff --ids": lambda v: ["diff", LLAMA, LLAMA, "--ids", v],
+    "diff --steps": lambda v: ["diff", LLAMA, LLAMA, "--ids", "1,2", "--steps", v.replace("1", "embed.*").replace("2", "final*")],
+    "cost --tokens": lambda v: ["cost", "--model", LLAMA, "--tokens", v.replace("1", "8").replace("2", "16")],
+    "mask --scores": lambda v: ["mask", "-c", "hf-2d", "--mask", "[[1,1]]", "--scores", v.replace("2", "1,2,2")],
+    "mask --row": lambda v: ["mask", "--row", v],
+    "mask --row-keep": lambda v: ["mask", "--row", "0.5,1.5", "--row-keep", v.replace("2", "0")],
+    "mask --q-lengths": lambda v: ["mask", "-c", "jax-seqlens", "--mask", "[1,2]", "--scores", "2,1,2,2", "--q-lengths", v],
+}
+
+
+@pytest.mark.parametrize("value", ["1,,2", "1,2,", ",1,2", "1, ,2"])
+@pytest.mark.parametrize("option", sorted(LISTS))
+def test_a_list_with_an_empty_item_is_an_error(option, value):
+    r = cli(*LISTS[option](value))
+    assert r.exit_code == 2, (option, value, r.output)
+    assert "is empty" in r.output or "an empty item" in r.output, (option, value, r.output)
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("value", ["1,2", "1, 2", " 1,2 "])
+def test_well_formed_lists_still_run(value):
+    r = cli("run", "--model", LLAMA, "--ids", value, "--only", "tokens", "--json")
+    assert r.exit_code == 0, r.output
+    assert '"id": 2' in r.output

@@ -120,11 +120,26 @@ def checkpoint_files(folder) -> list:
     return [folder / n for n in names] + sorted(folder.glob("*.safetensors"))
 
 
-def parse_int_list(text: str, what: str) -> list[int]:
-    """'5,17,42' -> [5, 17, 42]: ASCII digits only (no '²' or '⑤'), at most 18 digits each."""
-    items = [t.strip() for t in text.replace(" ", ",").split(",") if t.strip()]
-    if not items:
+_SEPARATOR = re.compile(r"\s*,\s*|\s+")
+
+
+def split_list(text: str, what: str) -> list[str]:
+    """'5,17,42' (or '5, 17, 42', '5 17 42') -> ['5', '17', '42']; an empty item ('1,,2', '1,', ',1') is an error,
+    never skipped: a list that silently loses an item runs something the user did not write."""
+    stripped = text.strip()
+    if not stripped:
         raise TracerError(f"{what} is empty")
+    items = _SEPARATOR.split(stripped)
+    if "" in items:
+        shown = stripped if len(stripped) <= 40 else stripped[:37] + "..."
+        n = items.index("") + 1
+        raise TracerError(f"{what} {shown!r}: item {n} is empty (two commas in a row, or a comma at an end)")
+    return items
+
+
+def parse_int_list(text: str, what: str) -> list[int]:
+    """'5,17,42' -> [5, 17, 42]: ASCII digits only (no '²' or '⑤'), at most 18 digits each, no empty item."""
+    items = split_list(text, what)
     for t in items:
         if not _ASCII_INT.fullmatch(t):
             if re.fullmatch(r"[+-]?[0-9]+", t):

@@ -11,7 +11,7 @@ from typing import List, Optional
 import numpy as np
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered
+from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered, split_list
 from tracer.diff.compare import DEFAULT_ATOL, DEFAULT_RTOL
 from tracer.errors import TracerError
 
@@ -77,7 +77,7 @@ def diff(
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
     if text is not None and id_rows:
         raise TracerError("give TEXT or --ids, not both")
-    step_globs = tuple(g for s in steps for g in s.split(",") if g) if steps else None
+    step_globs = tuple(g for s in steps for g in split_list(s, "--steps")) if steps else None
     reading = [a, b, *checkpoint_files(a), *checkpoint_files(b)]
     check_outputs({"--export-html": export_html}, reading=reading)
     with np.errstate(over="ignore", invalid="ignore"):  # statistics of dtype-minimum masks overflow float32 sums

@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 import typer
 
-from tracer.cli.common import handle_errors, make_console, parse_int_list, rendered
+from tracer.cli.common import handle_errors, make_console, parse_int_list, rendered, split_list
 from tracer.errors import TracerError
 
 HELP = (
@@ -198,7 +198,7 @@ def split_tokens(text: str | None) -> list[str] | None:
 
 
 def parse_floats(text: str, what: str) -> list[float]:
-    items = [t.strip() for t in text.replace(" ", ",").split(",") if t.strip()]
+    items = split_list(text, what)
     try:
         return [float(t) for t in items]
     except ValueError:

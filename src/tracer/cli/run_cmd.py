@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered
+from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered, split_list
 from tracer.errors import TracerError
 from tracer.model.keep import blocked_note
 
@@ -330,7 +330,10 @@ def resolve_target(target: str | None, tokenizer) -> tuple[int | None, str | Non
     if target is None:
         return None, None
     if target.startswith("id:"):
-        return parse_int_list(target[3:], "--target id")[0], None
+        found = parse_int_list(target[3:], "--target id")
+        if len(found) != 1:
+            raise TracerError(f"--target {target!r}: give one token id, e.g. id:42")
+        return found[0], None
     if tokenizer is None:
         if target.strip().isdigit():
             return int(target), None
@@ -354,9 +357,7 @@ def parse_layers(text: str | None, n_layers: int) -> tuple[int, ...] | None:
     if text.strip() == "all":
         return tuple(range(n_layers))
     chosen: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
+    for part in split_list(text.replace(" - ", "-"), "--layers"):
         lo, sep, hi = part.partition("-") if not part.startswith("-") else (part, "", "")
         try:
             span = range(int(lo), int(hi) + 1) if sep else [int(lo)]
