@@ -186,3 +186,45 @@ def test_well_formed_lists_still_run(value):
     r = cli("run", "--model", LLAMA, "--ids", value, "--only", "tokens", "--json")
     assert r.exit_code == 0, r.output
     assert '"id": 2' in r.output
+
+
+# ---------- one index rule: from 0, negative counts back from the end ----------
+
+
+def _json(*args):
+    import json
+
+    r = cli(*args, "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_batch_row_minus_one_is_the_last_row_as_head_minus_one_is_the_last_head():
+    base = ["run", "--model", LLAMA, "--ids", "1,2", "--ids", "3,4,5", "--only", "tokens,attention"]
+    import json
+
+    n_heads = json.loads((LLAMA / "config.json").read_text())["num_attention_heads"]
+    last = _json(*base, "--batch-row", "-1", "--head", "-1")
+    explicit = _json(*base, "--batch-row", "1", "--head", str(n_heads - 1))
+    assert last["batch_row"] == 1 == explicit["batch_row"]
+    assert [t["id"] for t in last["tokens"]] == [3, 4, 5]
+    assert last["attention"] == explicit["attention"]
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["run", "--model", LLAMA, "--ids", "1,2", "--batch-row", "-2"], "--batch-row -2 is out of range"),
+    (["run", "--model", LLAMA, "--ids", "1,2", "--batch-row", "1"], "--batch-row 1 is out of range"),
+    (["generate", "--model", LLAMA, "--ids", "1,2", "-n", "1", "--batch-row", "-2"], "--batch-row -2 is out of range"),
+    (["mask", "--row", "1,2,3", "--query", "-4"], "--query -4 is outside"),
+])
+def test_an_index_past_either_end_is_an_error(args, fragment):
+    r = cli(*args)
+    assert r.exit_code == 2 and fragment in r.output, r.output
+
+
+def test_generate_batch_row_and_mask_query_count_back():
+    assert cli("generate", "--model", LLAMA, "--ids", "1,2", "--ids", "3", "-n", "1", "--batch-row", "-1").exit_code == 0
+    a, b = _json("mask", "--row", "1.2,2.0,0.4", "--query", "-1"), _json("mask", "--row", "1.2,2.0,0.4", "--query", "2")
+    assert a == b
+    c = _json("mask", "--row", "1.2,2.0,0.4", "--query", "-2")
+    assert c == _json("mask", "--row", "1.2,2.0,0.4", "--query", "1") and c != a

@@ -55,8 +55,8 @@ def generate(
     ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Do not stop at the model's end-of-sequence tokens."),
     stop: Optional[List[str]] = typer.Option(None, "--stop", help="Stop a row once its new text contains this (repeatable)."),
     check_cache: bool = typer.Option(False, "--check-cache", help="At every step also recompute the whole sequence without a cache and show the largest logit difference."),
-    layer: Optional[int] = typer.Option(None, "--layer", help="Layer the cache panel shows (default: the first with a sliding window, else 0)."),
-    batch_row: Optional[int] = typer.Option(None, "--batch-row", help="Only this row in the cache panel (default: every row)."),
+    layer: Optional[int] = typer.Option(None, "--layer", help="Layer the cache panel shows (default: the first with a sliding window, else 0; negative counts back)."),
+    batch_row: Optional[int] = typer.Option(None, "--batch-row", help="Only this row in the cache panel (default: every row; negative counts back)."),
     dtype: str = typer.Option("float32", "--dtype", help="Compute dtype: float32 or float64."),
     no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS (the tokenizer's post-processor)."),
     save: Optional[Path] = typer.Option(None, "--save", "-o", help="Write a trace: the prefill under the usual names, step t under decode.{t}."),
@@ -85,8 +85,13 @@ def generate(
     folder = model if model is not None else default_model_path()
     check_outputs({"--save": save}, reading=checkpoint_files(folder))
     m = load_model(folder, dtype=dtype)
-    if batch_row is not None and not 0 <= batch_row < len(prompts or id_rows):
-        raise TracerError(f"--batch-row {batch_row} is out of range: the batch has {len(prompts or id_rows)} row(s)")
+    if batch_row is not None:
+        n_rows = len(prompts or id_rows)
+        row = batch_row + n_rows if batch_row < 0 else batch_row  # negative counts back, as every index option
+        if not 0 <= row < n_rows:
+            raise TracerError(f"--batch-row {batch_row} is out of range: the batch has {n_rows} row(s) "
+                              f"(0..{n_rows - 1}, or -{n_rows}..-1 from the end)")
+        batch_row = row
     options = GenerateOptions(max_new_tokens, sampling, ignore_eos, tuple(stop or ()), check_cache,
                               record=save is not None, keep=tuple(keep) if keep else None, panel_layer=layer,
                               special_tokens=not no_special_tokens, allow_long=allow_long)

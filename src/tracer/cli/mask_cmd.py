@@ -80,7 +80,7 @@ def mask_command(
     save: Optional[str] = typer.Option(None, "--save", help="Write keep, soft, fill, bias and additive to OUT.npz.", rich_help_panel=OUT),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when a warning fired.", rich_help_panel=OUT),
     row: Optional[str] = typer.Option(None, "--row", help="Scores of ONE row, e.g. 1.2,2.0,0.4: worked softmax, masked right and wrong.", rich_help_panel=ROW),
-    query: Optional[int] = typer.Option(None, "--query", help="With --row: causal mask for the query at this position (keys 0..query).", rich_help_panel=ROW),
+    query: Optional[int] = typer.Option(None, "--query", help="With --row: causal mask for the query at this position (keys 0..query; negative counts back from the last key).", rich_help_panel=ROW),
     row_keep: Optional[str] = typer.Option(None, "--row-keep", help="With --row: explicit keep flags, e.g. 1,1,0.", rich_help_panel=ROW),
 ) -> None:
     console = make_console()
@@ -179,6 +179,11 @@ def row_command(console, row: str, tokens, query, row_keep, as_json: bool) -> No
     keep = [bool(v) for v in parse_int_list(row_keep, "--row-keep")] if row_keep else None
     if keep is not None and query is not None:
         raise TracerError("give --query (causal) or --row-keep (explicit flags), not both")
+    if query is not None and query < 0:  # negative counts back, as every index option
+        if query < -len(scores):
+            raise TracerError(f"--query {query} is outside the row's {len(scores)} keys (0..{len(scores) - 1}, "
+                              f"or -{len(scores)}..-1 from the end)")
+        query += len(scores)
     worked = work_row(scores, tokens, query, keep)
     if as_json:
         emit_json(worked.to_json())

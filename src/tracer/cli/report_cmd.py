@@ -38,9 +38,9 @@ def report(
     output: Path = typer.Option(..., "--output", "-o", help="The page to write, e.g. report.html.", show_default=False),
     model: Optional[Path] = typer.Option(None, "--model", "-m", help="The checkpoint the trace came from: names tokens and draws the logit lens. Default: the shipped model, when the trace is of it."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Only these sections: model, tokens, steps, values, mask, attention, top_k, lens."),
-    batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the page shows."),
-    position: Optional[int] = typer.Option(None, "--position", help="Position whose next token is shown (default: the last real token)."),
-    layer: Optional[int] = typer.Option(None, "--layer", help="Attention layer opened first (default: the last)."),
+    batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the page shows (negative counts back)."),
+    position: Optional[int] = typer.Option(None, "--position", help="Position whose next token is shown (default: the last real token; negative counts back)."),
+    layer: Optional[int] = typer.Option(None, "--layer", help="Attention layer opened first (default: the last; negative counts back)."),
     top_k: int = typer.Option(10, "--top-k", min=1, help="How many next tokens to show."),
 ):
     from tracer.cli.run_cmd import vocab_lookup, write_run_page
