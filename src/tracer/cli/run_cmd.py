@@ -101,7 +101,8 @@ def run(
     attn: Optional[str] = typer.Option(None, "--attn", help="Encoder-decoder: self or cross attention in the attention view (default: cross for the decoder)."),
     batch: bool = typer.Option(False, "--batch", help="Run several prompts as one padded batch."),
     attn_top: Optional[int] = typer.Option(None, "--attn-top", min=1, help="Attention as each query's K strongest keys instead of a grid (default: a grid, a window of it, or K keys, chosen by width)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs."),
+    as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs (on long inputs the attention and mask grids hold a window of 64 positions per axis around --position, as the screen windows them; the pooled vectors whole)."),
+    json_full: bool = typer.Option(False, "--json-full", help="With --json: every position of the attention and mask grids (they grow with the square of the input)."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML report of the chosen sections (every layer's attention as heatmaps, the lens over positions); opens offline."),
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run even when the checkpoint holds weights the config does not use (e.g. a classification head); they are listed as a warning."),
     allow_long: bool = typer.Option(False, "--allow-long", help=ALLOW_LONG_HELP),
@@ -109,11 +110,13 @@ def run(
     from tracer.api import load_model
     from tracer.cli.prompts import check_prompts
     from tracer.cli.default_model import default_model_path
-    from tracer.report import RunOptions, build_report, json_view
+    from tracer.report import RunOptions, build_report
     from tracer.report.options import resolve_sections
 
     if prompts and ids:
         raise TracerError("give prompt text or --ids, not both")
+    if json_full and not as_json:
+        raise TracerError("--json-full goes with --json")
     prompts = check_prompts(prompts, batch)
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
     if not prompts and not id_rows:
@@ -149,7 +152,9 @@ def run(
     warn_nonfinite(report)
     console = make_console()
     if as_json:
-        data = json_view(report)
+        from tracer.cli.run_json import run_json
+
+        data = run_json(report, trace, full=json_full)
         if read is not None:
             data["mask_input"] = read.to_json()
         text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
