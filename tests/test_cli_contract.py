@@ -228,3 +228,29 @@ def test_generate_batch_row_and_mask_query_count_back():
     assert a == b
     c = _json("mask", "--row", "1.2,2.0,0.4", "--query", "-2")
     assert c == _json("mask", "--row", "1.2,2.0,0.4", "--query", "1") and c != a
+
+
+# ---------- --keep never drops the inputs ----------
+
+
+def test_keep_logits_save_keeps_the_inputs_so_diff_can_rerun_the_trace(tmp_path):
+    out = tmp_path / "k.safetensors"
+    assert cli("run", "--model", LLAMA, "--ids", "5,6,7", "--keep", "logits", "--save", out, "--only", "top_k").exit_code == 0
+    from tracer.trace import Trace
+
+    trace = Trace.load(out)
+    kept = {s.name for s in trace.steps if s.kept}
+    assert {"input.ids", "input.mask", "logits"} <= kept and "blocks.0.attn.q" not in kept
+    assert trace["input.ids"].tolist() == [[5, 6, 7]]
+    r = cli("diff", LLAMA, out)  # a folder against the file: run on the file's input.ids
+    assert r.exit_code == 0, r.output
+    assert "logits" in r.output
+
+
+def test_generate_keep_keeps_the_inputs(tmp_path):
+    out = tmp_path / "g.safetensors"
+    assert cli("generate", "--model", LLAMA, "--ids", "5,6,7", "-n", "2", "--keep", "logits", "--save", out).exit_code == 0
+    from tracer.trace import Trace
+
+    kept = {s.name for s in Trace.load(out).steps if s.kept}
+    assert "input.ids" in kept, sorted(kept)

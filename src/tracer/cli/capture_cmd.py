@@ -9,7 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
+from tracer.cli.common import (
+    check_outputs, checkpoint_files, handle_errors, keep_globs, make_console, parse_int_list,
+)
 from tracer.errors import TracerError
 
 CAPTURE_HELP = """Run a checkpoint folder in transformers (eager attention, float32) and save a trace under tracer's step names.
@@ -80,7 +82,7 @@ def capture(
     trace = hf_capture(
         model_dir, inputs.ids.tolist(), attention_mask=inputs.attention_mask.tolist(),
         position_ids=None if routed else inputs.positions.tolist(),  # encoders, encoder-decoders: as transformers derives them
-        dtype=dtype, keep=tuple(keep) if keep else ("*",),
+        dtype=dtype, keep=keep_globs(keep) or ("*",),
         token_type_ids=_pad_like(type_rows, inputs) if type_rows else None,
         decoder_ids=[decoder_row] * batch if decoder_row else None,
     )  # fmt: skip

@@ -96,6 +96,14 @@ def handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
+INPUT_STEPS = ("input.*", "decode.*.input.*")  # what a run was run on: kept whatever --keep says
+
+
+def keep_globs(keep: list[str] | None) -> tuple[str, ...] | None:
+    """--keep globs plus the inputs (a trace without input.ids cannot be re-run or diffed against a folder)."""
+    return tuple(keep) + INPUT_STEPS if keep else None
+
+
 _ASCII_INT = re.compile(r"[+-]?[0-9]{1,18}")
 
 

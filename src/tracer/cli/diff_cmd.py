@@ -11,7 +11,9 @@ from typing import List, Optional
 import numpy as np
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered, split_list
+from tracer.cli.common import (
+    check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered, split_list,
+)
 from tracer.diff.compare import DEFAULT_ATOL, DEFAULT_RTOL
 from tracer.errors import TracerError
 

@@ -8,7 +8,9 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered
+from tracer.cli.common import (
+    check_outputs, checkpoint_files, handle_errors, keep_globs, make_console, parse_int_list, rendered,
+)
 from tracer.errors import TracerError
 
 
@@ -93,7 +95,7 @@ def generate(
                               f"(0..{n_rows - 1}, or -{n_rows}..-1 from the end)")
         batch_row = row
     options = GenerateOptions(max_new_tokens, sampling, ignore_eos, tuple(stop or ()), check_cache,
-                              record=save is not None, keep=tuple(keep) if keep else None, panel_layer=layer,
+                              record=save is not None, keep=keep_globs(keep), panel_layer=layer,
                               special_tokens=not no_special_tokens, allow_long=allow_long)
     gen = run_generation(m, prompts or None, id_rows, options)
     costs = step_costs(m, gen) if cost else None

@@ -9,7 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered, split_list
+from tracer.cli.common import (
+    check_outputs, checkpoint_files, handle_errors, keep_globs, make_console, parse_int_list, rendered, split_list,
+)
 from tracer.errors import TracerError
 from tracer.model.keep import blocked_note
 
@@ -142,7 +144,7 @@ def run(
     if mask is not None or mask_convention is not None:
         batch = m.batch(prompts or None, id_rows, pad_side, not no_special_tokens, **route)
         read = read_mask(mask, mask_convention, batch.inputs.ids.shape, m.spec.n_heads, dtype)
-    trace = m.run(text=prompts or None, ids=id_rows, keep=tuple(keep) if keep else None, pad_side=pad_side,
+    trace = m.run(text=prompts or None, ids=id_rows, keep=keep_globs(keep), pad_side=pad_side,
                   special_tokens=not no_special_tokens, mask_override=mask_override(read) if read else None, **route,
                   clock=time.perf_counter if "cost" in options.sections else None)
     if read is not None:
