@@ -19,7 +19,7 @@ from tracer.errors import TracerError
 
 DIFF_HELP = f"""Find the first step where two runs disagree.
 
-A is the reference, B is checked against it. Each is a trace file (.safetensors, from tracer run --save, tracer capture, or your own PyTorch dump) or a checkpoint folder (run on TEXT or --ids, or on the other file's input.ids; two folders also get a weight diff).
+A is the reference, B is checked against it. Each is a trace file (.safetensors, from tracer run --save, tracer capture, or your own PyTorch dump), a NumPy dump (.npy: one step named after the file; .npz: a step per key; never unpickled) or a checkpoint folder (run on TEXT or --ids, or on the other file's input.ids; two folders also get a weight diff).
 
 A step passes when every cell has |B - A| <= atol + rtol*|A| and NaN/inf sit in the same cells. The defaults (atol {DEFAULT_ATOL:g}, rtol {DEFAULT_RTOL:g}) suit float32 against float32. bf16: --atol 1e-1 --rtol 5e-2 and read NMSE and growth; fp16: --atol 3e-2 --rtol 1e-2; float64 against float64: --atol 1e-10 --rtol 1e-8.
 
@@ -51,8 +51,8 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def diff(
-    a: Path = typer.Argument(..., metavar="A", help="Reference: a trace file or a checkpoint folder.", show_default=False),
-    b: Path = typer.Argument(..., metavar="B", help="Checked against A: a trace file or a checkpoint folder.", show_default=False),
+    a: Path = typer.Argument(..., metavar="A", help="Reference: a trace file (.safetensors, .npy, .npz) or a checkpoint folder.", show_default=False),
+    b: Path = typer.Argument(..., metavar="B", help="Checked against A: a trace file (.safetensors, .npy, .npz) or a checkpoint folder.", show_default=False),
     text: Optional[str] = typer.Argument(None, metavar="TEXT", help="Prompt to run when A or B is a checkpoint folder.", show_default=False),
     ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids for folders, comma separated; repeat for a batch."),
     names: str = typer.Option("identity", "--names", help="How B's tensor names map to step names: identity, hf (transformers module names), tl (TransformerLens hook names), or a JSON/TOML map file."),
@@ -127,7 +127,7 @@ class Sides:
 def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | None, dtype: str,
                allow_unused: bool = False, allow_long: bool = False) -> Sides:
     """Both sides as Traces; folders are run on the same input (TEXT, --ids, or the other side's input.ids)."""
-    from tracer.trace import Trace
+    from tracer.diff.files import load_side
 
     for p in (a, b):
         if not p.exists():
@@ -143,7 +143,7 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
         return Sides(ref, _run(model_b, text, id_rows, pad_side, allow_long), (model_a, model_b))
     if a.is_dir() or b.is_dir():
         folder, file = (a, b) if a.is_dir() else (b, a)
-        trace = Trace.load(file)
+        trace = load_side(file)
         pad_side = "right"
         if text is None and not id_rows:
             taken = _input_of(trace)
@@ -154,7 +154,7 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
         return Sides(ran, trace) if a.is_dir() else Sides(trace, ran)
     if text is not None or id_rows:
         raise TracerError("TEXT and --ids are for checkpoint folders; both A and B are trace files")
-    return Sides(Trace.load(a), Trace.load(b))
+    return Sides(load_side(a), load_side(b))
 
 
 def _load(folder: Path, dtype: str, allow_unused: bool = False):
