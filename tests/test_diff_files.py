@@ -113,3 +113,36 @@ def test_fuzz_any_bytes_are_a_trace_or_one_tracer_error(prefix, rest):
             load_side(path)
         except TracerError:
             pass
+
+
+# ---------- two different models ----------
+
+
+def _saved(tmp_path, name, *inputs):
+    out = tmp_path / f"{name}.safetensors"
+    assert cli("run", "--model", model_dir(name), *inputs, "--save", out, "--only", "top_k").exit_code == 0
+    return out
+
+
+def test_a_diff_of_two_models_says_the_models_differ(tmp_path):
+    import json
+
+    a, b = _saved(tmp_path, "llama", "--ids", "5,6,7"), _saved(tmp_path, "gpt2", "--ids", "5,6,7")
+    r = cli("diff", a, b)
+    assert r.exit_code == 1 and "the models differ" in r.output and "llama" in r.output and "gpt2" in r.output, r.output
+    data = json.loads(cli("diff", a, b, "--json").stdout)
+    models = data["models"] if "models" in data else data["extras"]["models"]
+    assert models["ref"]["family"] == "llama" and models["mine"]["family"] == "gpt2"
+    assert "family" in models["differs"]
+    assert models["ref"]["config_sha256"] != models["mine"]["config_sha256"]
+
+
+def test_different_inputs_of_different_models_name_both(tmp_path):
+    a, b = _saved(tmp_path, "llama", "--ids", "5,6,7"), _saved(tmp_path, "gpt2", "--ids", "9,6,7")
+    assert_contract(cli("diff", a, b), "the inputs differ")
+    assert "the models differ" in cli("diff", a, b).output
+
+
+def test_two_runs_of_one_model_say_nothing_of_models(ref, tmp_path):
+    r = cli("diff", ref, ref)
+    assert r.exit_code == 0 and "models differ" not in r.output

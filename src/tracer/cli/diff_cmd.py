@@ -68,7 +68,7 @@ def diff(
     allow_long: bool = typer.Option(False, "--allow-long", help="Run checkpoint folders past max_position_embeddings on rotary or relative positions (untrained there; a warning says so). Learned position tables are refused all the same."),
 ):
     from tracer.diff import diff_traces, report_json
-    from tracer.diff.inputs import input_difference, prefix_trace
+    from tracer.diff.inputs import input_difference, model_difference, models_line, prefix_trace
     from tracer.diff.generation import generation_summary
     from tracer.render.diff_view import render_diff
 
@@ -92,6 +92,10 @@ def diff(
                              ref_label=str(a), mine_label=str(b))
     if inputs is not None:
         report.extras["inputs"] = inputs
+    models = model_difference(sides.ref, sides.mine)
+    if models is not None:  # said first: a diff of two different models is not a port's error
+        report.extras["models"] = models
+        report.notes.insert(0, models_line(models, str(a), str(b)))
     if not report.compared and not report.diverged:
         raise nothing_compared(sides.ref, sides.mine, names)
     if sides.models is not None:
