@@ -254,3 +254,28 @@ def test_generate_keep_keeps_the_inputs(tmp_path):
 
     kept = {s.name for s in Trace.load(out).steps if s.kept}
     assert "input.ids" in kept, sorted(kept)
+
+
+# ---------- options a model without a head cannot honour are refused, not ignored ----------
+
+
+@pytest.mark.parametrize("extra,named", [(["--target", "cat"], "--target"), (["--top-k", "3"], "--top-k"),
+                                         (["--target", "id:5", "--top-k", "3"], "--target and --top-k")])
+def test_target_and_top_k_on_a_model_without_a_head_are_refused(extra, named):
+    r = cli("run", "--model", BERT, "A cat sat.", *extra)
+    assert r.exit_code == 2 and f"error: {named}: this model has no head" in r.output, r.output
+
+
+def test_report_top_k_of_a_headless_trace_is_refused(tmp_path):
+    out = tmp_path / "b.safetensors"
+    assert cli("run", "--model", BERT, "A cat sat.", "--save", out).exit_code == 0
+    r = cli("report", out, "-o", tmp_path / "b.html", "--model", BERT, "--top-k", "3")
+    assert r.exit_code == 2 and "--top-k: this model has no head" in r.output, r.output
+    assert not (tmp_path / "b.html").exists()
+    assert cli("report", out, "-o", tmp_path / "b.html", "--model", BERT).exit_code == 0
+
+
+def test_top_k_still_works_with_a_head():
+    r = cli("run", "--model", model_dir("bert-mlm"), "The capital of France is [MASK].", "--top-k", "3", "--json")
+    assert r.exit_code == 0, r.output
+    assert '"top_k"' in r.stdout

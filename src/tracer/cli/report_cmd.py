@@ -41,9 +41,9 @@ def report(
     batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the page shows (negative counts back)."),
     position: Optional[int] = typer.Option(None, "--position", help="Position whose next token is shown (default: the last real token; negative counts back)."),
     layer: Optional[int] = typer.Option(None, "--layer", help="Attention layer opened first (default: the last; negative counts back)."),
-    top_k: int = typer.Option(10, "--top-k", min=1, help="How many next tokens to show."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="How many next tokens to show (default 10)."),
 ):
-    from tracer.cli.run_cmd import vocab_lookup, write_run_page
+    from tracer.cli.run_cmd import DEFAULT_TOP_K, refuse_headless, vocab_lookup, write_run_page
     from tracer.report import RunOptions, build_report
     from tracer.report.options import DEFAULT_SECTIONS, resolve_sections
     from tracer.trace import Trace
@@ -66,7 +66,8 @@ def report(
         spec = trace.meta["model"]["spec"]
         has_lens = m is not None and spec.get("head", "lm") == "lm"  # a decoder stack read through an LM head
         sections = DEFAULT_SECTIONS + (("lens",) if has_lens else ())
-    options = RunOptions(batch_row=batch_row, top_k=top_k, position=position, layer=layer, sections=sections)
+    refuse_headless(trace.meta["model"]["spec"].get("head", "lm"), top_k=top_k)
+    options = RunOptions(batch_row=batch_row, top_k=DEFAULT_TOP_K if top_k is None else top_k, position=position, layer=layer, sections=sections)
     vocab = vocab_lookup(m.tokenizer if m is not None else None)
     report_data = build_report(trace, options, vocab=vocab, model=m)
     write_run_page(output, report_data, trace, m, vocab)  # confirms on stderr, once

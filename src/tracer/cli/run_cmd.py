@@ -79,7 +79,7 @@ def run(
     keep: Optional[List[str]] = typer.Option(None, "--keep", help="Glob of steps whose tensors are kept whole (repeatable); statistics are kept for all. Default: all, unless that passes 2 GiB (long inputs), then the largest (attention scores) are kept as statistics."),
     pad_side: str = typer.Option("right", "--pad-side", help="Where a batch is padded: left or right."),
     no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS/EOS/CLS (the tokenizer's post-processor)."),
-    top_k: int = typer.Option(10, "--top-k", min=1, help="How many next tokens to show."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="How many next tokens to show (default 10; a model with no head has none: an error)."),
     position: Optional[int] = typer.Option(None, "--position", help="Position whose next token is shown (default: the last real token; negative counts back)."),
     target: Optional[str] = typer.Option(None, "--target", help="Also show the rank and probability of this token (text, or id:N)."),
     layer: Optional[int] = typer.Option(None, "--layer", help="Layer for the attention and mask views (default: the last; negative counts back)."),
@@ -129,6 +129,8 @@ def run(
     m = load_model(folder, dtype=dtype, allow_unused=allow_unused)
     if m.unused_weights:
         warn_unused(m.unused_weights)
+    refuse_headless(m.spec.head, target=target, top_k=top_k)
+    top_k = DEFAULT_TOP_K if top_k is None else top_k
     target_id, target_note = resolve_target(target, m.tokenizer)
     from tracer.report.target import target_variants
     options = RunOptions(
@@ -179,6 +181,18 @@ def show_run(console, report: dict, trace, read, pad_side: str) -> None:
     if read is not None:
         show_mask_input(console, read, [t["token"] for t in report["tokens"]])
     show(console, report)
+
+
+DEFAULT_TOP_K = 10
+
+
+def refuse_headless(head: str, **given) -> None:
+    """--target and --top-k ask about a token distribution; a model with no head (a pooled sentence encoder)
+    gives none, so they are refused rather than ignored."""
+    named = [f"--{k.replace('_', '-')}" for k, v in given.items() if v is not None]
+    if head == "none" and named:
+        raise TracerError(f"{' and '.join(named)}: this model has no head, so there is no token distribution to rank",
+                          hint="its output is the pooled sentence vector (shown by default); drop " + " and ".join(named))
 
 
 def write_run_outputs(save: Path | None, export_html: Path | None, trace, report: dict, model, target_id) -> None:
