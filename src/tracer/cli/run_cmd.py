@@ -149,6 +149,7 @@ def run(
     trace = m.run(text=prompts or None, ids=id_rows, keep=keep_globs(keep), pad_side=pad_side,
                   special_tokens=not no_special_tokens, mask_override=mask_override(read) if read else None, **route,
                   clock=time.perf_counter if "cost" in options.sections else None)
+    note_stored_not_used(trace, m)
     if read is not None:
         trace.meta["mask"]["read"] = {"convention": read.convention, "steps": [st.line() for st in read.steps],
                                       "warnings": [w.to_json() for w in read.warnings]}
@@ -184,6 +185,15 @@ def show_run(console, report: dict, trace, read, pad_side: str) -> None:
 
 
 DEFAULT_TOP_K = 10
+
+
+def note_stored_not_used(trace, m) -> None:
+    """The card counts every stored parameter; name those the forward never reads (tracer cost leaves them out)."""
+    from tracer.cli.params import stored_not_used
+
+    found = stored_not_used(m.folder, m.config, m.spec.tied_embeddings)
+    if found is not None:
+        trace.meta["model"]["stored_not_used"] = found.to_json()
 
 
 def refuse_headless(head: str, **given) -> None:
