@@ -16,7 +16,7 @@ from tracer.errors import TracerError
 
 CAPTURE_HELP = """Run a checkpoint folder in transformers (eager attention, float32) and save a trace under tracer's step names.
 
-The trace is the trusted reference for tracer diff. Needs the optional extra: pip install 'tracer\\[torch]'.
+The trace is the trusted reference for tracer diff. Needs the optional extra, installed from the tracer checkout: pip install -e '.\\[torch]' (the PyPI project named tracer is another one).
 
 Examples:
 
@@ -30,7 +30,7 @@ tracer capture t5/ "The cat sleeps." --decoder-ids 0,5,7 -o hf.safetensors
 tracer diff hf.safetensors model/
 """
 
-INSTALL_HINT = "pip install 'tracer[torch]' (torch==2.13.0 and transformers==5.24.0)"
+INSTALL_HINT = "pip install -e '.[torch]' from the tracer checkout (torch==2.13.0, transformers==5.24.0; 'tracer' on PyPI is another project)"
 
 
 def register(app: typer.Typer) -> None:
