@@ -322,3 +322,35 @@ def test_run_and_cost_parameter_counts_agree_up_to_the_stored_tensors_they_name(
     assert f"{pooler:,} of them stored but not used (pooler.*)" in card["params"]
     screen = cli("cost", "--model", folder).output
     assert f"stores {pooler:,} parameters the forward does not use" in " ".join(screen.split())
+
+
+# ---------- sentence-transformers' max_seq_length ----------
+
+
+@pytest.fixture
+def short_st(tmp_path):
+    """The tiny sentence-transformers BERT, told (as all-MiniLM-L6-v2 is, at 256 of 512) to read 8 tokens."""
+    import json
+
+    folder = tmp_path / "st"
+    shutil.copytree(BERT, folder)
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 8, "do_lower_case": False}))
+    return folder
+
+
+def test_an_input_past_max_seq_length_is_warned_on_the_card_and_in_json(short_st):
+    import json
+
+    r = cli("run", "--model", short_st, "--ids", "5,6,7,8,9,10,11,12,13,14", "--json")
+    assert r.exit_code == 0, r.output
+    found = [w for w in json.loads(r.stdout)["warnings"] if w["code"] == "past-max-seq-length"]
+    assert len(found) == 1 and found[0]["data"]["limit"] == 8 and found[0]["data"]["longest"] == 10
+    screen = " ".join(cli("run", "--model", short_st, "--ids", "5,6,7,8,9,10,11,12,13,14", "--only", "model").output.split())
+    assert "past this model's max_seq_length 8" in screen
+
+
+def test_an_input_within_max_seq_length_is_not_warned(short_st):
+    import json
+
+    r = cli("run", "--model", short_st, "--ids", "5,6,7,8,9,10,11,12", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["warnings"] == []

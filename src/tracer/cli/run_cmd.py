@@ -150,6 +150,10 @@ def run(
                   special_tokens=not no_special_tokens, mask_override=mask_override(read) if read else None, **route,
                   clock=time.perf_counter if "cost" in options.sections else None)
     note_stored_not_used(trace, m)
+    if m.spec.head == "none":
+        from tracer.cli.sentence_limit import note_seq_length
+
+        note_seq_length(trace, m.folder)
     if read is not None:
         trace.meta["mask"]["read"] = {"convention": read.convention, "steps": [st.line() for st in read.steps],
                                       "warnings": [w.to_json() for w in read.warnings]}
