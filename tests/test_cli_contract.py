@@ -181,6 +181,15 @@ def test_a_list_with_an_empty_item_is_an_error(option, value):
     assert "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("ids", ["0,,1,1", "0,0,1,1,", ",0,0,1,1"])
+def test_the_mask_labs_document_ids_refuse_an_empty_item(ids):
+    from tracer.errors import TracerError
+    from tracer.masks.conventions import canonical_mask
+
+    with pytest.raises(TracerError, match="is empty"):
+        canonical_mask("flex-mask-mod", f"document({ids}) & causal", (1, 1, 4, 4))
+
+
 @pytest.mark.parametrize("value", ["1,2", "1, 2", " 1,2 "])
 def test_well_formed_lists_still_run(value):
     r = cli("run", "--model", LLAMA, "--ids", value, "--only", "tokens", "--json")
@@ -354,3 +363,34 @@ def test_an_input_within_max_seq_length_is_not_warned(short_st):
 
     r = cli("run", "--model", short_st, "--ids", "5,6,7,8,9,10,11,12", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["warnings"] == []
+
+
+# ---------- an option that takes one value, given twice, is an error (click kept the last one silently) ----------
+
+
+@pytest.mark.parametrize("args,opt", [
+    (["run", "--model", LLAMA, "--ids", "1,2", "--layer", "0", "--layer", "1"], "--layer"),
+    (["run", "--model", LLAMA, "-m", LLAMA, "--ids", "1,2"], "--model"),
+    (["run", "--ids", "1,2", "--save=a.safetensors", "-o", "b.safetensors"], "--save"),
+    (["run", "--model", BERT, "A cat.", "--pair", "x", "--pair", "y"], "--pair"),
+    (["generate", "--model", LLAMA, "--ids", "1", "-n", "2", "--max-new-tokens", "3"], "-n"),
+    (["diff", "a", "b", "--atol", "1", "--atol", "2"], "--atol"),
+    (["mask", "-c", "hf-2d", "--convention", "hf-4d", "--mask", "[[1]]", "--scores", "1,1,1,1"], "-c"),
+    (["cost", "--batch", "1", "--batch", "2"], "--batch"),
+    (["report", "t.safetensors", "-o", "a.html", "-o", "b.html"], "-o"),
+    (["capture", "x", "--ids", "1", "-o", "a", "--output", "b"], "-o"),
+])
+def test_a_single_value_option_given_twice_is_an_error(args, opt):
+    r = cli(*args)
+    assert r.exit_code == 2 and f"error: {opt} was given 2 times" in r.output, r.output
+
+
+def test_repeatable_options_and_switches_still_repeat():
+    r = cli("run", "--model", LLAMA, "--ids", "1,2", "--ids", "3,4", "--keep", "logits", "--keep", "probs",
+            "--only", "top_k", "--only", "tokens", "--json", "--json")
+    assert r.exit_code == 0, r.output
+
+
+def test_a_repeated_option_after_double_dash_is_a_prompt():
+    r = cli("run", "--model", LLAMA, "--layer", "0", "--", "--layer")
+    assert "was given" not in r.output

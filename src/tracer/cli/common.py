@@ -223,8 +223,44 @@ def usage_message(exc) -> tuple[str, str | None]:
     return (message[:1].lower() + message[1:]) if message else "invalid command line", hint
 
 
+def repeated_options(command, args: list[str]) -> list[tuple[str, list[str]]]:
+    """Options that take one value but were given more than once: (option, the values given).
+
+    click keeps the last one silently (`--layer 1 --layer 2` ran layer 2); tracer refuses it instead. Options
+    that repeat by design (multiple, e.g. --ids, --keep, --steps) and switches are not counted."""
+    single = {}
+    for param in getattr(command, "params", []):
+        if getattr(param, "param_type_name", "") != "option" or param.multiple or param.is_flag or param.count:
+            continue
+        for opt in (*param.opts, *param.secondary_opts):
+            single[opt] = param
+    seen: dict[object, list[tuple[str, str]]] = {}
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            break
+        opt, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
+        if opt in single:
+            if not eq and i + 1 < len(args):
+                value, i = args[i + 1], i + 1
+            seen.setdefault(single[opt], []).append((opt, value))
+        i += 1
+    return [(uses[0][0], [v for _, v in uses]) for uses in seen.values() if len(uses) > 1]
+
+
 class TracerGroup(TyperGroup):
     """The root command: usage errors, bad argv and uncaught errors end as `error: ...`, exit 2."""
+
+    def resolve_command(self, ctx, args):
+        name, command, rest = super().resolve_command(ctx, args)
+        repeats = repeated_options(command, list(rest))
+        if repeats:
+            opt, values = repeats[0]
+            shown = ", ".join(repr(v) for v in values[:3])
+            raise TracerError(f"{opt} was given {len(values)} times ({shown}); it takes one value",
+                              hint=f"give {opt} once")
+        return name, command, rest
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         argv = list(sys.argv[1:] if args is None else args)
