@@ -88,7 +88,8 @@ def _raise_interrupted(_signum, _frame):
 def main() -> None:
     from tracer.model.allocator import reuse_freed_memory
 
-    if _IGNORED:
+    if _IGNORED:  # Ctrl-C cannot reach this process: nothing to handle
+        reuse_freed_memory()
         app()
         return
     _signal.signal(_signal.SIGINT, _raise_interrupted)
