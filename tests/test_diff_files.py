@@ -146,3 +146,19 @@ def test_different_inputs_of_different_models_name_both(tmp_path):
 def test_two_runs_of_one_model_say_nothing_of_models(ref, tmp_path):
     r = cli("diff", ref, ref)
     assert r.exit_code == 0 and "models differ" not in r.output
+
+
+@pytest.mark.parametrize("header_len", [123, 91, 640, 1152])  # '{', '[', and b'\x80\x02' / b'\x80\x04' as a length
+def test_a_safetensors_file_whose_length_bytes_look_like_json_or_pickle_is_still_read(tmp_path, header_len):
+    """The first 8 bytes of safetensors are the header length: they may read as '{' or a pickle's opcode."""
+    import json
+    import struct
+
+    data = np.arange(4, dtype=np.float32).tobytes()
+    header = json.dumps({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    header += b" " * (header_len - len(header))
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(struct.pack("<Q", header_len) + header + data)
+    from tracer.diff.files import load_side
+
+    assert load_side(path)["x"].tolist() == [0.0, 1.0, 2.0, 3.0]

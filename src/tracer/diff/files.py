@@ -1,6 +1,7 @@
 """What `tracer diff` reads from a file: a trace (.safetensors), or a NumPy dump (.npy, .npz) of a port's tensors.
 
-The kind is told by the file's first bytes, not its name. A .npy file is one step named after the file
+The kind is told by the file's first bytes, not its name (a file that is not safetensors is named for what
+its first bytes say it is only after it failed to read as safetensors, whose first bytes are a length). A .npy file is one step named after the file
 (`logits.npy` -> `logits`); each array of a .npz archive is a step named by its key. NumPy files are read
 with `allow_pickle=False`: an object array, a pickle or a torch.save file (a zip holding `data.pkl`) is
 refused by name, never unpickled. Anything else that is not safetensors is named for what it looks like.
@@ -31,11 +32,14 @@ def load_side(path: Path):
         return _foreign({path.stem: _npy(path)}, path)
     if head.startswith(ZIP_MAGICS):
         return _foreign(_npz(path), path)
-    what = _other_kind(head)
-    if what is not None:
-        raise TracerError(f"{path}: {what}, not a trace", hint=PICKLE_HINT if "pickle" in what else
-                          "give a .safetensors trace (tracer run --save, tracer capture) or a .npy/.npz dump")
-    return Trace.load(path)
+    try:  # first as safetensors: its first 8 bytes are a length, which may look like any of the magics below
+        return Trace.load(path)
+    except TracerError:
+        what = None if _looks_like_safetensors(head, path) else _other_kind(head)
+        if what is None:
+            raise
+    raise TracerError(f"{path}: {what}, not a trace", hint=PICKLE_HINT if "pickle" in what else
+                      "give a .safetensors trace (tracer run --save, tracer capture) or a .npy/.npz dump")
 
 
 def _head(path: Path) -> bytes:
@@ -44,6 +48,19 @@ def _head(path: Path) -> bytes:
             return f.read(16)
     except OSError as exc:
         raise TracerError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _looks_like_safetensors(head: bytes, path: Path) -> bool:
+    """A length that fits the file, then a JSON object: a (perhaps corrupt) safetensors file, whatever else its
+    first bytes resemble."""
+    import struct
+
+    if len(head) < 9 or head[8:9] != b"{":
+        return False
+    try:
+        return struct.unpack("<Q", head[:8])[0] <= path.stat().st_size - 8
+    except OSError:
+        return False
 
 
 def _other_kind(head: bytes) -> str | None:
