@@ -394,3 +394,27 @@ def test_repeatable_options_and_switches_still_repeat():
 def test_a_repeated_option_after_double_dash_is_a_prompt():
     r = cli("run", "--model", LLAMA, "--layer", "0", "--", "--layer")
     assert "was given" not in r.output
+
+
+# ---------- an output never replaces a file the command reads ----------
+
+
+def test_report_output_onto_its_own_trace_is_refused(tmp_path):
+    trace = _trace(tmp_path)
+    before = trace.read_bytes()
+    r = cli("report", trace, "-o", trace, "--model", LLAMA)
+    assert r.exit_code == 2 and "an input of this command" in r.output, r.output
+    assert trace.read_bytes() == before
+
+
+@pytest.mark.parametrize("how", ["--mask", "--check-weights"])
+def test_mask_save_onto_its_own_input_is_refused(tmp_path, how):
+    import numpy as np
+
+    src = tmp_path / "m.npz"
+    np.savez(src, m=np.ones((1, 2), dtype=np.int64), w=np.full((1, 1, 2, 2), 0.5))
+    before = src.read_bytes()
+    args = (["--mask", f"{src}:m"] if how == "--mask" else ["--mask", "[[1,1]]", "--check-weights", f"{src}:w"])
+    r = cli("mask", "-c", "hf-2d", *args, "--scores", "1,1,2,2", "--save", src)
+    assert r.exit_code == 2 and "an input of this command" in r.output, r.output
+    assert src.read_bytes() == before

@@ -65,7 +65,8 @@ def check_output(path: Path, what: str, reading: Iterable[Path] = ()) -> None:
     target = _real(path)
     for r in reading:
         if _real(Path(r)) == target:
-            raise TracerError(f"{what} {shown}: that file is part of the checkpoint being read; tracer will not overwrite it",
+            raise TracerError(f"{what} {shown}: that file is an input of this command (part of the checkpoint being "
+                              "read, or a file it reads); tracer will not overwrite it",
                               hint="write the output somewhere else")
 
 

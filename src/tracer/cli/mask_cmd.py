@@ -92,7 +92,7 @@ def mask_command(
     if convention is None:
         raise TracerError("--convention NAME is required", hint="tracer mask --list shows them")
     if save:
-        check_save(save)
+        check_save(save, reading=input_files(mask, mask2, check))
     from tracer.masks.check_weights import check_weights, load_weights
     from tracer.masks.compare import compare
     from tracer.masks.conventions import canonical_mask
@@ -302,14 +302,29 @@ def json_text(obj) -> str:
     return json.dumps(json_safe(obj), ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def check_save(path: str) -> None:
+def check_save(path: str, reading=()) -> None:
     from pathlib import Path
 
     from tracer.outputs import check_output
 
     if not path.endswith(".npz"):
         raise TracerError(f"--save {path!r}: the file must end in .npz")
-    check_output(Path(path), "--save")
+    check_output(Path(path), "--save", reading)
+
+
+def input_files(*specs: str | None) -> list:
+    """The files --mask, --mask2 and --check-weights read (FILE.npy, FILE.npz:KEY, TRACE:STEP), so --save
+    never overwrites one of them."""
+    from pathlib import Path
+
+    found = []
+    for spec in specs:
+        if not spec or spec.lstrip().startswith("["):
+            continue
+        for suffix in (".npz", ".npy", ".safetensors"):
+            if suffix in spec:
+                found.append(Path(spec[:spec.index(suffix) + len(suffix)]))
+    return found
 
 
 def save_npz(path: str, result) -> None:

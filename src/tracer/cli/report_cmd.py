@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import check_outputs, handle_errors
+from tracer.cli.common import check_outputs, checkpoint_files, handle_errors
 from tracer.errors import TracerError
 
 REPORT_HELP = """Write the HTML report of a saved trace: one self-contained page that opens offline.
@@ -48,7 +48,7 @@ def report(
     from tracer.report.options import DEFAULT_SECTIONS, resolve_sections
     from tracer.trace import Trace
 
-    check_outputs({"--output": output})
+    check_outputs({"--output": output}, reading=[trace_file, *(checkpoint_files(model) if model is not None else [])])
     if not trace_file.is_file():
         raise TracerError(f"{trace_file}: no such trace file")
     trace = Trace.load(trace_file)
