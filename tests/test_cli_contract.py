@@ -418,3 +418,8 @@ def test_mask_save_onto_its_own_input_is_refused(tmp_path, how):
     r = cli("mask", "-c", "hf-2d", *args, "--scores", "1,1,2,2", "--save", src)
     assert r.exit_code == 2 and "an input of this command" in r.output, r.output
     assert src.read_bytes() == before
+
+
+def test_a_backwards_layers_range_is_an_error():
+    r = cli("run", "--model", LLAMA, "--ids", "1,2", "--layers", "0,1-0")
+    assert r.exit_code == 2 and "runs backwards" in r.output, r.output

@@ -398,6 +398,8 @@ def parse_layers(text: str | None, n_layers: int) -> tuple[int, ...] | None:
             span = range(int(lo), int(hi) + 1) if sep else [int(lo)]
         except ValueError:
             raise TracerError(f"--layers: {part!r} is not a block number or range like 0-2") from None
+        if not span:  # '3-1' named no block: an error, never an empty selection
+            raise TracerError(f"--layers: the range {part!r} runs backwards", hint=f"write {hi}-{lo}")
         for i in span:
             j = i + n_layers if i < 0 else i
             if not 0 <= j < n_layers:
