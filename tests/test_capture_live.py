@@ -353,5 +353,5 @@ def test_capture_without_torch_says_how_to_install(monkeypatch):
     import tracer.capture.hf as hf
 
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
-    with pytest.raises(TracerError, match=r"pip install 'tracer\[torch\]'"):
+    with pytest.raises(TracerError, match=r"pip install -e '\.\[torch\]' from the tracer checkout"):
         hf.capture("anywhere", [[1]])

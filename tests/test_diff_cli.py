@@ -118,6 +118,8 @@ def test_capture_without_torch_says_what_to_install(tmp_path, monkeypatch):
     result = runner.invoke(app, ["capture", str(folder), "hi", "-o", str(tmp_path / "x.safetensors")])
     assert result.exit_code == 2
     assert "tracer capture needs torch and transformers" in result.output
+    # the hint installs the extra from this checkout: 'tracer[torch]' would fetch PyPI's unrelated 'tracer'
+    assert "pip install -e '.[torch]'" in result.output and "'tracer[torch]'" not in result.output
     assert not (tmp_path / "x.safetensors").exists()
 
 

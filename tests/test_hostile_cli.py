@@ -105,7 +105,8 @@ def test_save_and_export_html_to_the_same_file(tmp_path):
 
 
 def test_both_outputs_written_when_all_is_well(tmp_path):
-    out, page = tmp_path / "t.safetensors", tmp_path / "new" / "p.html"
+    (tmp_path / "sub").mkdir()
+    out, page = tmp_path / "t.safetensors", tmp_path / "sub" / "p.html"
     r = run_model(LLAMA, "--save", out, "--export-html", page)
     assert r.exit_code == 0, r.output
     assert out.stat().st_size > 0 and "<html" in page.read_text()

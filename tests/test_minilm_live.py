@@ -102,3 +102,30 @@ def test_cli_shows_the_embedding_and_never_a_next_token():
     assert "Sentence embedding" in result.output and "cosine similarity" in result.output
     assert "Next token" not in result.output
     assert "encoder, bidirectional" in result.output
+
+
+def test_past_max_seq_length_the_run_warns_and_the_truncated_input_equals_sentence_transformers(ours):
+    """Issue 16: sentence-transformers reads MiniLM's first 256 tokens (max_seq_length, position table 512);
+    tracer runs all of them and warns. The warning's advice holds: tracer on the first 255 tokens plus [SEP]
+    gives sentence-transformers' vector of the long text (cosine >= 0.999999); the whole input does not."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tracer.cli.main import app
+
+    st = pytest.importorskip("sentence_transformers")
+    text = " ".join(["the cat sat on the mat and looked at the rain"] * 30)  # ~330 tokens
+    reference = st.SentenceTransformer(str(FOLDER), device="cpu").encode([text], convert_to_numpy=True)[0]
+    ids = [t.id for t in ours.tokenizer.encode(text)]
+    assert len(ids) > 256
+    result = CliRunner().invoke(app, ["run", "--model", str(FOLDER), text, "--json"])
+    assert result.exit_code == 0, result.output
+    warned = [w for w in json.loads(result.stdout)["warnings"] if w["code"] == "past-max-seq-length"]
+    assert len(warned) == 1 and warned[0]["data"]["limit"] == 256 and warned[0]["data"]["longest"] == len(ids)
+
+    def cos(v):
+        return float(v @ reference / np.linalg.norm(v) / np.linalg.norm(reference))
+
+    assert cos(ours.run(ids=[ids[:255] + ids[-1:]])["pooled"][0]) >= 0.999999
+    assert cos(ours.run(ids=[ids])["pooled"][0]) < 0.9999

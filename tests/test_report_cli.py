@@ -31,10 +31,11 @@ def sections_of(page):
 
 
 def test_a_trace_of_the_shipped_model_gets_the_whole_page_with_the_lens(tmp_path):
-    trace, page = saved(tmp_path, "春天来"), tmp_path / "out" / "t.html"
+    trace, page = saved(tmp_path, "春天来"), tmp_path / "t.html"
     result = report(trace, "-o", page)
     assert result.exit_code == 0, result.output
     assert "wrote" in result.stderr and str(page) in result.stderr
+    assert result.stderr.count("wrote") == 1, result.stderr  # one confirmation (issue 16: it printed two)
     tree, names = sections_of(page)
     assert names == ["model", "tokens", "steps", "mask", "attention", "top_k", "lens"]
     assert tree.find_all("svg", data_lens="1")

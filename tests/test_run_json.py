@@ -117,3 +117,66 @@ def test_json_is_strict_json_even_with_minus_infinity():
     assert result.exit_code == 0
     data = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     assert "-inf" in json.dumps(data["values"]["steps"][0]["data"])
+
+
+# ---------- issue 16: long inputs are windowed; the pooled vectors are whole ----------
+
+
+def _timed_run(*args):
+    import time
+
+    t = time.perf_counter()
+    result = runner.invoke(app, ["run", *map(str, args)])
+    assert result.exit_code == 0, result.output
+    return result.stdout, time.perf_counter() - t
+
+
+def test_json_of_a_long_input_is_windowed_like_the_screen_and_full_on_request(tmp_path):
+    """400 tokens: the grids hold 64 x 64 positions around the focus (the whole [400, 400] with --json-full),
+    each cell equal to the full grid's cell at the named positions; the document stays small and its time is
+    of the order of the screen run's (before: 10 MB at 300 tokens, 92 MB and 5x the screen's time at 900)."""
+    ids = ",".join(str(5 + i % 97) for i in range(400))
+    base = ["--ids", ids, "--allow-long", "--only", "attention,mask,tokens", "--head", "1"]
+    text, t_json = _timed_run(*base, "--json")
+    _screen, t_screen = _timed_run(*base)
+    windowed = json.loads(text)
+    full = json.loads(_timed_run(*base, "--json", "--json-full")[0])
+    assert len(text) < 1_500_000, len(text)  # the full document is ~13 MB
+    assert len(json.dumps(full)) > 5 * len(text)
+    assert t_json < 3 * t_screen + 1.0, (t_json, t_screen)
+    for key in ("attention", "mask"):
+        w = windowed[key]["json_window"]
+        assert w["of"] == [400, 400] and len(w["queries"]) <= 64 and len(w["keys"]) <= 64
+        assert w["queries"][0] == 0 and 399 in w["queries"] and windowed[key]["focus"] == 399
+        assert "json_window" not in full[key]
+    w = windowed["attention"]["json_window"]
+    got, ref = windowed["attention"]["heads"][0], full["attention"]["heads"][0]
+    assert np.array_equal(np.array(got["weights"]), np.array(ref["weights"])[np.ix_(w["queries"], w["keys"])])
+    assert got["row_sums"] == [ref["row_sums"][q] for q in w["queries"]]
+    for name, grid in windowed["mask"]["grids"].items():
+        assert np.array_equal(np.array(grid), np.array(full["mask"]["grids"][name])[np.ix_(w["queries"], w["keys"])])
+
+
+def test_json_of_a_short_input_is_not_windowed():
+    report = run_json("--ids", "5,6,7", "--model", model_dir("llama"))
+    assert "json_window" not in report["attention"] and len(report["attention"]["heads"][0]["weights"]) == 3
+
+
+def test_json_full_needs_json():
+    result = runner.invoke(app, ["run", "--ids", "5,6", "--json-full"])
+    assert result.exit_code == 2 and "--json-full goes with --json" in result.output
+
+
+def test_json_holds_the_whole_pooled_vector_of_every_row():
+    """The vectors equal the trace's pooled step (float32 values written exactly), for every prompt."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "t.safetensors"
+        report = run_json("--model", model_dir("bert"), "A cat sat.", "A dog sat.", "--save", path)
+        pooled = Trace.load(path)["pooled"]
+    vectors = np.array(report["pooled"]["vectors"])
+    assert vectors.shape == pooled.shape == (2, report["pooled"]["dim"])
+    assert np.array_equal(vectors, pooled.astype(np.float64))
+    assert report["pooled"]["head"] == vectors[0, :len(report["pooled"]["head"])].tolist()

@@ -82,12 +82,17 @@ def cost_of(model: "Model | str | Path", tokens: Sequence[int] = (128, 1024, 819
         raise TracerError(f"`batch` must be at least 1, got {batch}")
     if dtype not in DTYPE_BYTES:
         raise TracerError(f"`dtype` {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+    from tracer.model.stored import stored_not_used
+
     if isinstance(model, Model):
-        spec, name = model.spec, model.folder.name
+        spec, name, folder, cfg = model.spec, model.folder.name, model.folder, model.config
     else:
         cc = open_config(model)
         spec, name = checkpoint_spec(cc), cc.name
-    return {"model_name": name, **cost_report(spec, lengths, batch, dtype)}
+        folder, cfg = Path(model), cc.config
+    not_used = stored_not_used(folder, cfg, spec.tied_embeddings) if folder.is_dir() else None
+    extra = {"stored_not_used": not_used.to_json()} if not_used is not None else {}
+    return {"model_name": name, **cost_report(spec, lengths, batch, dtype), **extra}
 
 
 def _opened(side, dtype: str):

@@ -1,7 +1,7 @@
 """Writing output files safely: checked up front, staged in a temp file, fsynced, renamed all-or-none.
 
-- `check_output(path, what)` before the work: not a directory, a parent that is (or can be) a folder,
-  a name the file system accepts, not a file the run is reading.
+- `check_output(path, what)` before the work: not a directory, a parent folder that exists (a missing
+  folder is refused, never created), a name the file system accepts, not a file the run is reading.
 - `write_outputs({path: writer, ...})` stages every file as `.NAME.tracer-tmp-PID-XXXX` next to it,
   fsyncs it, then renames them all; if a rename fails the ones already done are rolled back.
 - Temp files are removed on every exit path Python sees (exceptions, SIGTERM, SIGHUP, SIGINT, exit);
@@ -35,13 +35,6 @@ def name_max(folder: Path) -> int:
         return 255
 
 
-def existing_ancestor(path: Path) -> Path:
-    p = path.parent
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    return p
-
-
 def check_output(path: Path, what: str, reading: Iterable[Path] = ()) -> None:
     """Refuse an output path that cannot work, before any work is done."""
     text = str(path)
@@ -49,8 +42,8 @@ def check_output(path: Path, what: str, reading: Iterable[Path] = ()) -> None:
     if not text or path.name in ("", ".", "..") or text.endswith(os.sep):
         raise TracerError(f"{what} {shown!r}: not a file name")
     try:
-        anc = existing_ancestor(path)
-        limit = name_max(anc)
+        anc = path.parent
+        limit = name_max(anc if anc.is_dir() else Path("."))
         too_long = [p for p in path.parts if len(p.encode("utf-8", "surrogateescape")) > limit]
         if too_long or len(path.name.encode("utf-8", "surrogateescape")) + len(TMP_TAG) + 20 > limit:
             raise TracerError(f"{what} {shown}: file name too long", hint=f"the file system allows {limit} bytes per name")
@@ -59,7 +52,10 @@ def check_output(path: Path, what: str, reading: Iterable[Path] = ()) -> None:
         if path.exists() and not path.is_file():
             raise TracerError(f"{what} {shown}: not a regular file")
         if not anc.is_dir():
-            raise TracerError(f"{what} {shown}: {anc} is a file, not a folder")
+            if anc.exists():
+                raise TracerError(f"{what} {shown}: {anc} is a file, not a folder")
+            raise TracerError(f"{what} {shown}: the folder {anc} does not exist",
+                              hint=f"create it first (mkdir -p {anc}); tracer does not make folders")
         if not os.access(anc, os.W_OK | os.X_OK):
             raise TracerError(f"{what} {shown}: cannot write in {anc} (permission denied or read-only)")
         if path.exists() and not os.access(path, os.W_OK) and not os.access(path.parent, os.W_OK):
@@ -69,7 +65,8 @@ def check_output(path: Path, what: str, reading: Iterable[Path] = ()) -> None:
     target = _real(path)
     for r in reading:
         if _real(Path(r)) == target:
-            raise TracerError(f"{what} {shown}: that file is part of the checkpoint being read; tracer will not overwrite it",
+            raise TracerError(f"{what} {shown}: that file is an input of this command (part of the checkpoint being "
+                              "read, or a file it reads); tracer will not overwrite it",
                               hint="write the output somewhere else")
 
 
@@ -159,8 +156,7 @@ def _raise_exit(signum, _frame):
 
 
 def _stage(path: Path, writer: Writer) -> Path:
-    folder = path.parent
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = path.parent  # checked to exist by check_output; never created here
     remove_stale(folder, path.name)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}{TMP_TAG}{os.getpid()}-", dir=folder)
     tmp = Path(tmp_name)

@@ -30,7 +30,8 @@ from tracer.trace import Recorder, Trace
 
 FAMILIES = tuple(HF_NAMES)
 DTYPES = ("float32", "float64")
-_INSTALL_HINT = "tracer capture needs torch and transformers: pip install 'tracer[torch]'"
+_INSTALL_HINT = ("tracer capture needs torch and transformers: pip install -e '.[torch]' from the tracer checkout "
+                 "('tracer' on PyPI is another project)")
 
 
 def require_torch():

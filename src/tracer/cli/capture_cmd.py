@@ -8,12 +8,14 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
+from tracer.cli.common import (
+    check_outputs, checkpoint_files, handle_errors, keep_globs, make_console, parse_int_list,
+)
 from tracer.errors import TracerError
 
 CAPTURE_HELP = """Run a checkpoint folder in transformers (eager attention, float32) and save a trace under tracer's step names.
 
-The trace is the trusted reference for tracer diff. Needs the optional extra: pip install 'tracer\\[torch]'.
+The trace is the trusted reference for tracer diff. Needs the optional extra, installed from the tracer checkout: pip install -e '.\\[torch]' (the PyPI project named tracer is another one).
 
 Examples:
 
@@ -30,7 +32,7 @@ tracer diff hf.safetensors model/
 tracer capture model.onnx --model model/ "春天来" -o onnx.safetensors
 """
 
-INSTALL_HINT = "pip install 'tracer[torch]' (torch==2.13.0 and transformers==5.24.0)"
+INSTALL_HINT = "pip install -e '.[torch]' from the tracer checkout (torch==2.13.0, transformers==5.24.0; 'tracer' on PyPI is another project)"
 
 
 def register(app: typer.Typer) -> None:
@@ -91,7 +93,7 @@ def capture(
     trace = hf_capture(
         model_dir, inputs.ids.tolist(), attention_mask=inputs.attention_mask.tolist(),
         position_ids=None if routed else inputs.positions.tolist(),  # encoders, encoder-decoders: as transformers derives them
-        dtype=dtype, keep=tuple(keep) if keep else ("*",),
+        dtype=dtype, keep=keep_globs(keep) or ("*",),
         token_type_ids=_pad_like(type_rows, inputs) if type_rows else None,
         decoder_ids=decoder.ids.tolist() if decoder else None,
         decoder_attention_mask=decoder.attention_mask.tolist() if decoder and not decoder.attention_mask.all() else None,

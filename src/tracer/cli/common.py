@@ -22,6 +22,22 @@ from rich.markup import escape
 from tracer.errors import TracerError
 
 DEBUG_ENV = "TRACER_DEBUG"
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+
+
+class Interrupted(BaseException):
+    """Ctrl-C while a command runs (the command's SIGINT handler raises it; click does not catch it)."""
+
+    @staticmethod
+    def report_and_exit(standalone: bool = True) -> int:
+        try:
+            sys.stderr.write("interrupted\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        if standalone:
+            sys.exit(INTERRUPTED_STATUS)
+        return INTERRUPTED_STATUS
 
 
 def make_console(stderr: bool = False, record: bool = False) -> Console:
@@ -35,6 +51,14 @@ def make_console(stderr: bool = False, record: bool = False) -> Console:
         highlight=False,
         soft_wrap=False,
     )
+
+
+def rendered(console, draw) -> str:
+    """What `draw` prints, as text in the console's width and colours: the screen is made whole before any
+    output file is written, so a failure while drawing leaves no file behind."""
+    with console.capture() as cap:
+        draw()
+    return cap.get()
 
 
 def fail(message: str, hint: str | None = None) -> "typer.Exit":
@@ -91,6 +115,16 @@ def handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
+INPUT_STEPS = ("input.*",)  # what a run was run on: kept whatever --keep says
+DECODE_INPUT_STEPS = ("decode.*.input.*",)  # and each decoding step's input, in a generation
+
+
+def keep_globs(keep: list[str] | None, decoding: bool = False) -> tuple[str, ...] | None:
+    """--keep globs plus the inputs (a trace without input.ids cannot be re-run or diffed against a folder);
+    `decoding`: a generation, whose decoding steps have inputs of their own."""
+    return tuple(keep) + INPUT_STEPS + (DECODE_INPUT_STEPS if decoding else ()) if keep else None
+
+
 _ASCII_INT = re.compile(r"[+-]?[0-9]{1,18}")
 
 
@@ -117,11 +151,26 @@ def checkpoint_files(folder) -> list:
     return [folder / n for n in names] + sorted(folder.glob("*.safetensors"))
 
 
-def parse_int_list(text: str, what: str) -> list[int]:
-    """'5,17,42' -> [5, 17, 42]: ASCII digits only (no '²' or '⑤'), at most 18 digits each."""
-    items = [t.strip() for t in text.replace(" ", ",").split(",") if t.strip()]
-    if not items:
+_SEPARATOR = re.compile(r"\s*,\s*|\s+")
+
+
+def split_list(text: str, what: str) -> list[str]:
+    """'5,17,42' (or '5, 17, 42', '5 17 42') -> ['5', '17', '42']; an empty item ('1,,2', '1,', ',1') is an error,
+    never skipped: a list that silently loses an item runs something the user did not write."""
+    stripped = text.strip()
+    if not stripped:
         raise TracerError(f"{what} is empty")
+    items = _SEPARATOR.split(stripped)
+    if "" in items:
+        shown = stripped if len(stripped) <= 40 else stripped[:37] + "..."
+        n = items.index("") + 1
+        raise TracerError(f"{what} {shown!r}: item {n} is empty (two commas in a row, or a comma at an end)")
+    return items
+
+
+def parse_int_list(text: str, what: str) -> list[int]:
+    """'5,17,42' -> [5, 17, 42]: ASCII digits only (no '²' or '⑤'), at most 18 digits each, no empty item."""
+    items = split_list(text, what)
     for t in items:
         if not _ASCII_INT.fullmatch(t):
             if re.fullmatch(r"[+-]?[0-9]+", t):
@@ -231,10 +280,9 @@ class TracerGroup(TyperGroup):
         except TracerError as exc:
             _exit(fail(cli_terms(exc.message), cli_terms(exc.hint)).exit_code, standalone_mode)
             return 2
-        except typer.Abort:
-            _exit(fail("interrupted").exit_code, standalone_mode)
-            return 2
-        except (SystemExit, KeyboardInterrupt):
+        except (Interrupted, KeyboardInterrupt, typer.Abort):  # Ctrl-C: one line, exit 130, never a traceback
+            return Interrupted.report_and_exit(standalone_mode)
+        except SystemExit:
             raise
         except Exception as exc:  # a bug: still one line, the traceback on request
             if os.environ.get(DEBUG_ENV):
@@ -243,6 +291,8 @@ class TracerGroup(TyperGroup):
                        hint=f"this is a bug in tracer; {DEBUG_ENV}=1 shows the traceback").exit_code, standalone_mode)
             return 2
         code = rv if isinstance(rv, int) else 0
+        if code == INTERRUPTED_STATUS:  # typer turns a KeyboardInterrupt into Exit(130), silently
+            return Interrupted.report_and_exit(standalone_mode)
         if standalone_mode:
             sys.exit(code)
         return code

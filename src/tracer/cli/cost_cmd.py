@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from tracer.cli.common import handle_errors, make_console, parse_int_list
 from tracer.errors import TracerError
@@ -51,12 +52,28 @@ def cost(
     path = model if model is not None else default_model_path()
     spec, name = spec_from_path(path)
     report = cost_report(spec, lengths, batch, dtype)
+    not_used = stored_not_used_of(path, spec)
     if as_json:
-        print(json.dumps({"model_name": name, **report}, ensure_ascii=False, indent=1, allow_nan=False))
+        extra = {"stored_not_used": not_used.to_json()} if not_used is not None else {}
+        print(json.dumps({"model_name": name, **report, **extra}, ensure_ascii=False, indent=1, allow_nan=False))
         return
     from tracer.render.cost_view import render_cost
 
-    make_console().print(render_cost(report, name))
+    console = make_console()
+    console.print(render_cost(report, name))
+    if not_used is not None:
+        console.print(f"[dim]note: {escape(not_used.line('they are not counted here; tracer run counts every stored parameter'))}[/]")
+
+
+def stored_not_used_of(path: Path, spec):
+    """A folder's tensors the forward never reads (from the headers); None for a config file given alone."""
+    from tracer.checkpoint.config import read_config
+    from tracer.model.stored import stored_not_used
+
+    if not path.is_dir():
+        return None
+    cfg, _ = read_config(path)
+    return stored_not_used(path, cfg, spec.tied_embeddings)
 
 
 def spec_from_path(path: Path):

@@ -11,13 +11,15 @@ from typing import List, Optional
 import numpy as np
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
+from tracer.cli.common import (
+    check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list, rendered, split_list,
+)
 from tracer.diff.compare import DEFAULT_ATOL, DEFAULT_RTOL
 from tracer.errors import TracerError
 
 DIFF_HELP = f"""Find the first step where two runs disagree.
 
-A is the reference, B is checked against it. Each is a trace file (.safetensors, from tracer run --save, tracer capture, or your own PyTorch dump) or a checkpoint folder (run on TEXT or --ids, or on the other file's input.ids; two folders also get a weight diff).
+A is the reference, B is checked against it. Each is a trace file (.safetensors, from tracer run --save, tracer capture, or your own PyTorch dump), a NumPy dump (.npy: one step named after the file; .npz: a step per key; never unpickled) or a checkpoint folder (run on TEXT or --ids, or on the other file's input.ids; two folders also get a weight diff).
 
 A step passes when every cell has |B - A| <= atol + rtol*|A| and NaN/inf sit in the same cells. The defaults (atol {DEFAULT_ATOL:g}, rtol {DEFAULT_RTOL:g}) suit float32 against float32. bf16: --atol 1e-1 --rtol 5e-2 and read NMSE and growth; fp16: --atol 3e-2 --rtol 1e-2; float64 against float64: --atol 1e-10 --rtol 1e-8.
 
@@ -52,8 +54,8 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def diff(
-    a: Path = typer.Argument(..., metavar="A", help="Reference: a trace file or a checkpoint folder.", show_default=False),
-    b: Path = typer.Argument(..., metavar="B", help="Checked against A: a trace file or a checkpoint folder.", show_default=False),
+    a: Path = typer.Argument(..., metavar="A", help="Reference: a trace file (.safetensors, .npy, .npz) or a checkpoint folder.", show_default=False),
+    b: Path = typer.Argument(..., metavar="B", help="Checked against A: a trace file (.safetensors, .npy, .npz) or a checkpoint folder.", show_default=False),
     text: Optional[str] = typer.Argument(None, metavar="TEXT", help="Prompt to run when A or B is a checkpoint folder.", show_default=False),
     ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids for folders, comma separated; repeat for a batch."),
     names: str = typer.Option("identity", "--names", help="How B's tensor names map to step names: identity, hf (transformers module names), tl (TransformerLens hook names), or a JSON/TOML map file."),
@@ -71,10 +73,10 @@ def diff(
     max_kl: float = typer.Option(0.015, "--max-kl", help="The kl verdict's bound, in nats (MaxText's scripts use 0.015)."),
 ):
     from tracer.diff import aligned_pair, diff_traces, report_json
+    from tracer.diff.inputs import input_difference, model_difference, models_line, prefix_trace
     from tracer.diff.report import clean
     from tracer.diff.verdicts import dtype_flags, verdicts
     from tracer.render.verdicts_view import dtype_flags_view, verdicts_view
-    from tracer.diff.inputs import input_difference, prefix_trace
     from tracer.diff.generation import generation_summary
     from tracer.render.diff_view import render_diff
 
@@ -85,7 +87,7 @@ def diff(
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
     if text is not None and id_rows:
         raise TracerError("give TEXT or --ids, not both")
-    step_globs = tuple(g for s in steps for g in s.split(",") if g) if steps else None
+    step_globs = tuple(g for s in steps for g in split_list(s, "--steps")) if steps else None
     reading = [a, b, *checkpoint_files(a), *checkpoint_files(b)]
     check_outputs({"--export-html": export_html}, reading=reading)
     with np.errstate(over="ignore", invalid="ignore"):  # statistics of dtype-minimum masks overflow float32 sums
@@ -98,6 +100,10 @@ def diff(
                              ref_label=str(a), mine_label=str(b))
     if inputs is not None:
         report.extras["inputs"] = inputs
+    models = model_difference(sides.ref, sides.mine)
+    if models is not None:  # said first: a diff of two different models is not a port's error
+        report.extras["models"] = models
+        report.notes.insert(0, models_line(models, str(a), str(b)))
     if not report.compared and not report.diverged:
         raise nothing_compared(sides.ref, sides.mine, names)
     if sides.models is not None:
@@ -108,29 +114,33 @@ def diff(
     generation = generation_summary(report, sides.ref.meta, sides.mine.meta)
     if generation is not None:
         report.extras["generation"] = generation
-    if export_html is not None:
-        from tracer.cli.run_cmd import confirm_stderr, write_text
-        from tracer.html import diff_page
-
-        write_text(export_html, diff_page(report_json(report)))
-        confirm_stderr(f"wrote the page to {export_html} ({export_html.stat().st_size:,} bytes)")
     ref_t, mine_t = aligned_pair(ref, mine, names)[:2]  # as compared: under tracer's names
     judged = verdicts(_split(verdict), ref_t, mine_t, report, top_k, max_kl) if verdict else None
     flags = dtype_flags(ref_t, mine_t)
     if flags:
         report.extras["dtypes"] = flags
+    console = make_console()
     if as_json:
         payload = report_json(report)
         if judged is not None:
             payload["verdicts"] = [v.to_dict() for v in judged]
-        sys.stdout.write(json.dumps(clean(payload), ensure_ascii=False, indent=1) + "\n")
+        text = json.dumps(clean(payload), ensure_ascii=False, indent=1) + "\n"
     else:
-        console = make_console()
-        render_diff(console, report, show_all=show_all)
-        if flags:
-            console.print(dtype_flags_view(flags))
-        if judged is not None:
-            console.print(verdicts_view(judged))
+        def screen() -> None:
+            render_diff(console, report, show_all=show_all)
+            if flags:
+                console.print(dtype_flags_view(flags))
+            if judged is not None:
+                console.print(verdicts_view(judged))
+
+        text = rendered(console, screen)
+    if export_html is not None:  # after the screen is made: a failure leaves no file
+        from tracer.cli.run_cmd import confirm_stderr, write_text
+        from tracer.html import diff_page
+
+        write_text(export_html, diff_page(report_json(report)))
+        confirm_stderr(f"wrote the page to {export_html} ({export_html.stat().st_size:,} bytes)")
+    console.file.write(text)
     if judged is not None:
         raise typer.Exit(0 if all(v.passed for v in judged) else 1)
     raise typer.Exit(1 if report.diverged or inputs is not None else 0)
@@ -150,7 +160,7 @@ class Sides:
 def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | None, dtype: str,
                allow_unused: bool = False, allow_long: bool = False) -> Sides:
     """Both sides as Traces; folders are run on the same input (TEXT, --ids, or the other side's input.ids)."""
-    from tracer.trace import Trace
+    from tracer.diff.files import load_side
 
     for p in (a, b):
         if not p.exists():
@@ -166,7 +176,7 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
         return Sides(ref, _run(model_b, text, id_rows, pad_side, allow_long), (model_a, model_b))
     if _is_model(a) or _is_model(b):
         folder, file = (a, b) if _is_model(a) else (b, a)
-        trace = Trace.load(file)
+        trace = load_side(file)
         pad_side = "right"
         if text is None and not id_rows:
             taken = _input_of(trace)
@@ -177,7 +187,7 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
         return Sides(ran, trace) if _is_model(a) else Sides(trace, ran)
     if text is not None or id_rows:
         raise TracerError("TEXT and --ids are for checkpoint folders; both A and B are trace files")
-    return Sides(Trace.load(a), Trace.load(b))
+    return Sides(load_side(a), load_side(b))
 
 
 def _is_model(p: Path) -> bool:

@@ -8,7 +8,9 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
+from tracer.cli.common import (
+    check_outputs, checkpoint_files, handle_errors, keep_globs, make_console, parse_int_list, rendered,
+)
 from tracer.errors import TracerError
 
 
@@ -55,8 +57,8 @@ def generate(
     ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Do not stop at the model's end-of-sequence tokens."),
     stop: Optional[List[str]] = typer.Option(None, "--stop", help="Stop a row once its new text contains this (repeatable)."),
     check_cache: bool = typer.Option(False, "--check-cache", help="At every step also recompute the whole sequence without a cache and show the largest logit difference."),
-    layer: Optional[int] = typer.Option(None, "--layer", help="Layer the cache panel shows (default: the first with a sliding window, else 0)."),
-    batch_row: Optional[int] = typer.Option(None, "--batch-row", help="Only this row in the cache panel (default: every row)."),
+    layer: Optional[int] = typer.Option(None, "--layer", help="Layer the cache panel shows (default: the first with a sliding window, else 0; negative counts back)."),
+    batch_row: Optional[int] = typer.Option(None, "--batch-row", help="Only this row in the cache panel (default: every row; negative counts back)."),
     dtype: str = typer.Option("float32", "--dtype", help="Compute dtype: float32 or float64."),
     no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS (the tokenizer's post-processor)."),
     save: Optional[Path] = typer.Option(None, "--save", "-o", help="Write a trace: the prefill under the usual names, step t under decode.{t}."),
@@ -85,25 +87,32 @@ def generate(
     folder = model if model is not None else default_model_path()
     check_outputs({"--save": save}, reading=checkpoint_files(folder))
     m = load_model(folder, dtype=dtype)
-    if batch_row is not None and not 0 <= batch_row < len(prompts or id_rows):
-        raise TracerError(f"--batch-row {batch_row} is out of range: the batch has {len(prompts or id_rows)} row(s)")
+    if batch_row is not None:
+        n_rows = len(prompts or id_rows)
+        row = batch_row + n_rows if batch_row < 0 else batch_row  # negative counts back, as every index option
+        if not 0 <= row < n_rows:
+            raise TracerError(f"--batch-row {batch_row} is out of range: the batch has {n_rows} row(s) "
+                              f"(0..{n_rows - 1}, or -{n_rows}..-1 from the end)")
+        batch_row = row
     options = GenerateOptions(max_new_tokens, sampling, ignore_eos, tuple(stop or ()), check_cache,
-                              record=save is not None, keep=tuple(keep) if keep else None, panel_layer=layer,
+                              record=save is not None, keep=keep_globs(keep, decoding=max_new_tokens > 0), panel_layer=layer,
                               special_tokens=not no_special_tokens, allow_long=allow_long)
     gen = run_generation(m, prompts or None, id_rows, options)
-    if save is not None:
-        from tracer.cli.run_cmd import confirm_stderr
-
-        gen.trace.save(save)
-        confirm_stderr(f"wrote the trace to {save} ({len(gen.trace.names())} steps, {save.stat().st_size:,} bytes)")
     costs = step_costs(m, gen) if cost else None
+    console = make_console()
     if as_json:
         data = gen.to_json()
         if costs is not None:
             data["cost"] = costs
-        print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
-        return
-    show(m, gen, dtype, batch_row, costs)
+        text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+    else:
+        text = rendered(console, lambda: show(console, m, gen, dtype, batch_row, costs))
+    if save is not None:  # after the screen is made: a failure leaves no file
+        from tracer.cli.run_cmd import confirm_stderr
+
+        gen.trace.save(save)
+        confirm_stderr(f"wrote the trace to {save} ({len(gen.trace.names())} steps, {save.stat().st_size:,} bytes)")
+    console.file.write(text)
 
 
 def step_costs(m, gen) -> list[dict]:
@@ -116,10 +125,9 @@ def step_costs(m, gen) -> list[dict]:
     return generation_costs(m.spec, steps, len(gen.rows), enc_len, itemsize)
 
 
-def show(m, gen, dtype: str, batch_row: int | None, costs: list[dict] | None = None) -> None:
+def show(console, m, gen, dtype: str, batch_row: int | None, costs: list[dict] | None = None) -> None:
     from tracer.render.generate_view import render_cache, render_cost, render_prefill, render_steps, render_text
 
-    console = make_console()
     spec = m.spec
     line = (f"{m.folder.name}: {m.family}, {spec.route_text}, {spec.n_layers} layers, {spec.n_heads} heads "
             f"({spec.n_kv_heads} kv), d_head {spec.d_head}, {dtype}")

@@ -1,12 +1,37 @@
-"""The `tracer` command: each subcommand lives in its own module and registers itself here."""
+"""The `tracer` command: each subcommand lives in its own module and registers itself here.
+
+Ctrl-C, at any moment, ends the command with one line `interrupted` on stderr and exit status 130, no
+traceback: while the modules load (the first lines below, before anything else is imported) the handler
+exits at once (nothing has been written yet); once the command runs it raises `Interrupted`, so temp files
+are removed on the way out, and TracerGroup prints the line.
+"""
 
 from __future__ import annotations
 
-import typer
-from typer.core import TyperCommand
+import os as _os
+import signal as _signal
+
+
+def _interrupted_while_loading(_signum, _frame):
+    _os.write(2, b"interrupted\n")
+    _os._exit(130)
+
+
+def _is_the_command() -> bool:
+    import sys
+
+    return __name__ == "__main__" or _os.path.basename(sys.argv[0] if sys.argv else "") == "tracer"
+
+
+_IGNORED = _signal.getsignal(_signal.SIGINT) == _signal.SIG_IGN  # e.g. a background job of a script: keep it so
+if _is_the_command() and not _IGNORED:  # not when a test or a notebook imports the app
+    _signal.signal(_signal.SIGINT, _interrupted_while_loading)
+
+import typer  # noqa: E402
+from typer.core import TyperCommand  # noqa: E402
 
 from tracer import __version__
-from tracer.cli.common import TracerCommand, TracerGroup
+from tracer.cli.common import Interrupted, TracerCommand, TracerGroup  # noqa: E402
 
 app = typer.Typer(
     name="tracer",
@@ -60,11 +85,26 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _raise_interrupted(_signum, _frame):
+    raise Interrupted()
+
+
 def main() -> None:
     from tracer.model.allocator import reuse_freed_memory
 
-    reuse_freed_memory()
-    app()
+    if _IGNORED:  # Ctrl-C cannot reach this process: nothing to handle
+        reuse_freed_memory()
+        app()
+        return
+    _signal.signal(_signal.SIGINT, _raise_interrupted)
+    try:
+        reuse_freed_memory()
+        app()
+    except Interrupted:
+        _signal.signal(_signal.SIGINT, _interrupted_while_loading)
+        Interrupted.report_and_exit()
+    finally:
+        _signal.signal(_signal.SIGINT, _interrupted_while_loading)  # while Python shuts down, too
 
 
 if __name__ == "__main__":

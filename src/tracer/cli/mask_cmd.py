@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 import typer
 
-from tracer.cli.common import handle_errors, make_console, parse_int_list
+from tracer.cli.common import handle_errors, make_console, parse_int_list, rendered, split_list
 from tracer.errors import TracerError
 
 HELP = (
@@ -80,7 +80,7 @@ def mask_command(
     save: Optional[str] = typer.Option(None, "--save", help="Write keep, soft, fill, bias and additive to OUT.npz.", rich_help_panel=OUT),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when a warning fired.", rich_help_panel=OUT),
     row: Optional[str] = typer.Option(None, "--row", help="Scores of ONE row, e.g. 1.2,2.0,0.4: worked softmax, masked right and wrong.", rich_help_panel=ROW),
-    query: Optional[int] = typer.Option(None, "--query", help="With --row: causal mask for the query at this position (keys 0..query).", rich_help_panel=ROW),
+    query: Optional[int] = typer.Option(None, "--query", help="With --row: causal mask for the query at this position (keys 0..query; negative counts back from the last key).", rich_help_panel=ROW),
     row_keep: Optional[str] = typer.Option(None, "--row-keep", help="With --row: explicit keep flags, e.g. 1,1,0.", rich_help_panel=ROW),
 ) -> None:
     console = make_console()
@@ -92,7 +92,7 @@ def mask_command(
     if convention is None:
         raise TracerError("--convention NAME is required", hint="tracer mask --list shows them")
     if save:
-        check_save(save)
+        check_save(save, reading=input_files(mask, mask2, check))
     from tracer.masks.check_weights import check_weights, load_weights
     from tracer.masks.compare import compare
     from tracer.masks.conventions import canonical_mask
@@ -118,8 +118,6 @@ def mask_command(
     elif mask2 is not None:
         raise TracerError("--mask2 goes with --compare NAME2")
     checked = check_weights(result, weights, w_scores, w_label, s_label) if weights is not None else None
-    if save:
-        save_npz(save, result)
     fired = result.fired() or (other is not None and other.fired())
     failed_check = checked is not None and checked.failed()  # like tracer diff: a failed check is exit 1
     code = 1 if failed_check or (strict and fired) else 0
@@ -131,25 +129,32 @@ def mask_command(
         if checked is not None:
             out["check_weights"] = checked.to_json()
         out["exit_status"] = code
-        emit_json(out)
+        text = json_text(out)
     else:
-        from tracer.render.mask_view import render_check, render_compare, render_result, render_warnings
-
-        render_result(console, result, show, token_list)
-        if comparison is not None:
-            console.print()
-            render_compare(console, comparison, show, token_list)
-            extra = [w for w in other.warnings if w.code not in result.codes()]
-            if extra:
-                console.print(f"[bold]{other.convention}[/] adds:")
-                render_warnings(console, extra)
-        if checked is not None:
-            console.print()
-            render_check(console, checked)
-        if save:
-            console.print(f"[dim]saved {save}[/]")
+        text = rendered(console, lambda: show_result(console, result, comparison, other, checked, show, token_list))
+    if save:  # after the screen is made: a failure leaves no file
+        save_npz(save, result)
+    console.file.write(text)
+    if save and not as_json:
+        console.print(f"[dim]saved {save}[/]")
     if code:
         raise typer.Exit(code)
+
+
+def show_result(console, result, comparison, other, checked, show, token_list) -> None:
+    from tracer.render.mask_view import render_check, render_compare, render_result, render_warnings
+
+    render_result(console, result, show, token_list)
+    if comparison is not None:
+        console.print()
+        render_compare(console, comparison, show, token_list)
+        extra = [w for w in other.warnings if w.code not in result.codes()]
+        if extra:
+            console.print(f"[bold]{other.convention}[/] adds:")
+            render_warnings(console, extra)
+    if checked is not None:
+        console.print()
+        render_check(console, checked)
 
 
 # ---------- the two other modes ----------
@@ -174,6 +179,11 @@ def row_command(console, row: str, tokens, query, row_keep, as_json: bool) -> No
     keep = [bool(v) for v in parse_int_list(row_keep, "--row-keep")] if row_keep else None
     if keep is not None and query is not None:
         raise TracerError("give --query (causal) or --row-keep (explicit flags), not both")
+    if query is not None and query < 0:  # negative counts back, as every index option
+        if query < -len(scores):
+            raise TracerError(f"--query {query} is outside the row's {len(scores)} keys (0..{len(scores) - 1}, "
+                              f"or -{len(scores)}..-1 from the end)")
+        query += len(scores)
     worked = work_row(scores, tokens, query, keep)
     if as_json:
         emit_json(worked.to_json())
@@ -193,7 +203,7 @@ def split_tokens(text: str | None) -> list[str] | None:
 
 
 def parse_floats(text: str, what: str) -> list[float]:
-    items = [t.strip() for t in text.replace(" ", ",").split(",") if t.strip()]
+    items = split_list(text, what)
     try:
         return [float(t) for t in items]
     except ValueError:
@@ -285,17 +295,36 @@ def json_safe(obj):
 
 
 def emit_json(obj) -> None:
-    sys.stdout.write(json.dumps(json_safe(obj), ensure_ascii=False, allow_nan=False) + "\n")
+    sys.stdout.write(json_text(obj))
 
 
-def check_save(path: str) -> None:
+def json_text(obj) -> str:
+    return json.dumps(json_safe(obj), ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def check_save(path: str, reading=()) -> None:
     from pathlib import Path
 
     from tracer.outputs import check_output
 
     if not path.endswith(".npz"):
         raise TracerError(f"--save {path!r}: the file must end in .npz")
-    check_output(Path(path), "--save")
+    check_output(Path(path), "--save", reading)
+
+
+def input_files(*specs: str | None) -> list:
+    """The files --mask, --mask2 and --check-weights read (FILE.npy, FILE.npz:KEY, TRACE:STEP), so --save
+    never overwrites one of them."""
+    from pathlib import Path
+
+    found = []
+    for spec in specs:
+        if not spec or spec.lstrip().startswith("["):
+            continue
+        for suffix in (".npz", ".npy", ".safetensors"):
+            if suffix in spec:
+                found.append(Path(spec[:spec.index(suffix) + len(suffix)]))
+    return found
 
 
 def save_npz(path: str, result) -> None:

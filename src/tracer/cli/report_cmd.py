@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import check_outputs, handle_errors
+from tracer.cli.common import check_outputs, checkpoint_files, handle_errors
 from tracer.errors import TracerError
 
 REPORT_HELP = """Write the HTML report of a saved trace: one self-contained page that opens offline.
@@ -39,17 +38,17 @@ def report(
     output: Path = typer.Option(..., "--output", "-o", help="The page to write, e.g. report.html.", show_default=False),
     model: Optional[Path] = typer.Option(None, "--model", "-m", help="The checkpoint the trace came from: names tokens and draws the logit lens. Default: the shipped model, when the trace is of it."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Only these sections: model, tokens, steps, values, mask, attention, top_k, lens."),
-    batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the page shows."),
-    position: Optional[int] = typer.Option(None, "--position", help="Position whose next token is shown (default: the last real token)."),
-    layer: Optional[int] = typer.Option(None, "--layer", help="Attention layer opened first (default: the last)."),
-    top_k: int = typer.Option(10, "--top-k", min=1, help="How many next tokens to show."),
+    batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the page shows (negative counts back)."),
+    position: Optional[int] = typer.Option(None, "--position", help="Position whose next token is shown (default: the last real token; negative counts back)."),
+    layer: Optional[int] = typer.Option(None, "--layer", help="Attention layer opened first (default: the last; negative counts back)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="How many next tokens to show (default 10)."),
 ):
-    from tracer.cli.run_cmd import vocab_lookup, write_run_page
+    from tracer.cli.run_cmd import DEFAULT_TOP_K, refuse_headless, vocab_lookup, write_run_page
     from tracer.report import RunOptions, build_report
     from tracer.report.options import DEFAULT_SECTIONS, resolve_sections
     from tracer.trace import Trace
 
-    check_outputs({"--output": output})
+    check_outputs({"--output": output}, reading=[trace_file, *(checkpoint_files(model) if model is not None else [])])
     if not trace_file.is_file():
         raise TracerError(f"{trace_file}: no such trace file")
     trace = Trace.load(trace_file)
@@ -67,12 +66,11 @@ def report(
         spec = trace.meta["model"]["spec"]
         has_lens = m is not None and spec.get("head", "lm") == "lm"  # a decoder stack read through an LM head
         sections = DEFAULT_SECTIONS + (("lens",) if has_lens else ())
-    options = RunOptions(batch_row=batch_row, top_k=top_k, position=position, layer=layer, sections=sections)
+    refuse_headless(trace.meta["model"]["spec"].get("head", "lm"), top_k=top_k)
+    options = RunOptions(batch_row=batch_row, top_k=DEFAULT_TOP_K if top_k is None else top_k, position=position, layer=layer, sections=sections)
     vocab = vocab_lookup(m.tokenizer if m is not None else None)
     report_data = build_report(trace, options, vocab=vocab, model=m)
-    write_run_page(output, report_data, trace, m, vocab)
-    size = output.stat().st_size
-    print(f"wrote {output} ({size / 1024:.0f} KiB)", file=sys.stderr)
+    write_run_page(output, report_data, trace, m, vocab)  # confirms on stderr, once
 
 
 def resolve_model(trace, folder: Path | None):

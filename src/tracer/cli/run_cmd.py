@@ -9,7 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
+from tracer.cli.common import (
+    check_outputs, checkpoint_files, handle_errors, keep_globs, make_console, parse_int_list, rendered, split_list,
+)
 from tracer.errors import TracerError
 
 
@@ -76,11 +78,11 @@ def run(
     keep: Optional[List[str]] = typer.Option(None, "--keep", help="Glob of steps whose tensors are kept whole (repeatable); statistics are kept for all. Default: all, unless that passes 2 GiB (long inputs), then the largest (attention scores) are kept as statistics."),
     pad_side: str = typer.Option("right", "--pad-side", help="Where a batch is padded: left or right."),
     no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS/EOS/CLS (the tokenizer's post-processor)."),
-    top_k: int = typer.Option(10, "--top-k", min=1, help="How many next tokens to show."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="How many next tokens to show (default 10; a model with no head has none: an error)."),
     position: Optional[int] = typer.Option(None, "--position", help="Position whose next token is shown (default: the last real token; negative counts back)."),
     target: Optional[str] = typer.Option(None, "--target", help="Also show the rank and probability of this token (text, or id:N)."),
     layer: Optional[int] = typer.Option(None, "--layer", help="Layer for the attention and mask views (default: the last; negative counts back)."),
-    head: Optional[int] = typer.Option(None, "--head", help="One attention head in full, with its row sums (default: all heads, compactly)."),
+    head: Optional[int] = typer.Option(None, "--head", help="One attention head in full, with its row sums (default: all heads, compactly; negative counts back)."),
     layers: Optional[str] = typer.Option(None, "--layers", help="Blocks shown in full in the shape flow, e.g. 1,3 or 0-2 (default: block 0)."),
     steps: Optional[List[str]] = typer.Option(None, "--steps", help="Show only steps matching this glob, e.g. 'blocks.1.attn.*' (repeatable)."),
     all_steps: bool = typer.Option(False, "--all", help="Unfold every block in the shape flow."),
@@ -88,7 +90,7 @@ def run(
     values: bool = typer.Option(False, "--values", help="Add elided values (first and last few along each axis) of the selected steps."),
     cost: bool = typer.Option(False, "--cost", help="Add the measured time of each step beside its FLOPs, so the slow steps stand out (see tracer cost)."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Show only these sections: model, tokens, steps, values, mask, attention, routing, top_k, pooled, lens, cost."),
-    batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the tokens, mask, attention and distribution show."),
+    batch_row: int = typer.Option(0, "--batch-row", help="Which batch row the tokens, mask, attention and distribution show (negative counts back: -1 is the last)."),
     mask: Optional[str] = typer.Option(None, "--mask", help="Run with this mask instead of the one tracer builds: a literal, FILE.npy or FILE.npz:KEY, read in --mask-convention (see tracer mask)."),
     mask_convention: Optional[str] = typer.Option(None, "--mask-convention", help="The convention --mask is written in, e.g. hf-2d, torch-sdpa-bool, torch-mha-bool (tracer mask --list)."),
     pair: Optional[str] = typer.Option(None, "--pair", help="A second text for every prompt (BERT family: the tokenizer's pair template marks it with token type 1)."),
@@ -100,7 +102,8 @@ def run(
     attn: Optional[str] = typer.Option(None, "--attn", help="Encoder-decoder: self or cross attention in the attention view (default: cross for the decoder)."),
     batch: bool = typer.Option(False, "--batch", help="Run several prompts as one padded batch."),
     attn_top: Optional[int] = typer.Option(None, "--attn-top", min=1, help="Attention as each query's K strongest keys instead of a grid (default: a grid, a window of it, or K keys, chosen by width)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs."),
+    as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs (on long inputs the attention and mask grids hold a window of 64 positions per axis around --position, as the screen windows them; the pooled vectors whole)."),
+    json_full: bool = typer.Option(False, "--json-full", help="With --json: every position of the attention and mask grids (they grow with the square of the input)."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML report of the chosen sections (every layer's attention as heatmaps, the lens over positions); opens offline."),
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run even when the checkpoint holds weights the config does not use (e.g. a classification head); they are listed as a warning."),
     allow_long: bool = typer.Option(False, "--allow-long", help=ALLOW_LONG_HELP),
@@ -108,11 +111,13 @@ def run(
     from tracer.api import InputOptions, load_model
     from tracer.cli.prompts import batch_line, check_prompts
     from tracer.cli.default_model import default_model_path
-    from tracer.report import RunOptions, build_report, json_view
+    from tracer.report import RunOptions, build_report
     from tracer.report.options import resolve_sections
 
     if prompts and ids:
         raise TracerError("give prompt text or --ids, not both")
+    if json_full and not as_json:
+        raise TracerError("--json-full goes with --json")
     prompts = check_prompts(prompts, batch)
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
     if not prompts and not id_rows:
@@ -123,6 +128,8 @@ def run(
     m = load_model(folder, dtype=dtype, allow_unused=allow_unused)
     if m.unused_weights:
         warn_unused(m.unused_weights)
+    refuse_headless(m.spec.head, target=target, top_k=top_k)
+    top_k = DEFAULT_TOP_K if top_k is None else top_k
     target_id, target_note = resolve_target(target, m.tokenizer)
     from tracer.report.target import target_variants
     options = RunOptions(
@@ -136,20 +143,31 @@ def run(
                           **decoder_options(decoder_text, decoder_ids), positions=position_rule(positions),
                           allow_long=allow_long)
     read = MaskRead(mask, mask_convention, dtype) if mask is not None or mask_convention is not None else None
-    trace = m.run(text=prompts or None, ids=id_rows, keep=tuple(keep) if keep else None, options=inputs, mask=read,
+    trace = m.run(text=prompts or None, ids=id_rows, keep=keep_globs(keep), options=inputs, mask=read,
                   clock=time.perf_counter if "cost" in options.sections else None)
     read = read.result if read is not None else None
+    note_stored_not_used(trace, m)
+    if m.spec.head == "none":
+        from tracer.cli.sentence_limit import note_seq_length
+
+        note_seq_length(trace, m.folder)
     report = build_report(trace, options, vocab=vocab_lookup(m.tokenizer), model=m)  # checks the options first
     warn_nonfinite(report)
-    write_run_outputs(save, export_html, trace, report, m, target_id)  # both files or neither, before any output
+    console = make_console()
     if as_json:
-        data = json_view(report)
+        from tracer.cli.run_json import run_json
+
+        data = run_json(report, trace, full=json_full)
         if read is not None:
             data["mask_input"] = read.to_json()
-        print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
-    if as_json:
-        return
-    console = make_console()
+        text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+    else:
+        text = rendered(console, lambda: show_run(console, report, trace, read, pad_side))
+    write_run_outputs(save, export_html, trace, report, m, target_id)  # both files or neither, after all went well
+    console.file.write(text)
+
+
+def show_run(console, report: dict, trace, read, pad_side: str) -> None:
     if trace.meta["reduced_to_stats"]:
         console.print(f"[dim]note: a long input: {', '.join(trace.meta['reduced_to_stats'])} kept as statistics only "
                       "to stay under 2 GiB (--keep '*' keeps everything)[/]")
@@ -158,10 +176,33 @@ def run(
 
         console.print(f"[dim]note: {blocked_note(trace.meta['computed_in_blocks'])}[/]")
     if report["batch_size"] > 1:
+        from tracer.cli.prompts import batch_line
+
         console.print(f"[bold]{batch_line(report['batch_size'], pad_side)}[/]")
     if read is not None:
         show_mask_input(console, read, [t["token"] for t in report["tokens"]])
     show(console, report)
+
+
+DEFAULT_TOP_K = 10
+
+
+def note_stored_not_used(trace, m) -> None:
+    """The card counts every stored parameter; name those the forward never reads (tracer cost leaves them out)."""
+    from tracer.model.stored import stored_not_used
+
+    found = stored_not_used(m.folder, m.config, m.spec.tied_embeddings)
+    if found is not None:
+        trace.meta["model"]["stored_not_used"] = found.to_json()
+
+
+def refuse_headless(head: str, **given) -> None:
+    """--target and --top-k ask about a token distribution; a model with no head (a pooled sentence encoder)
+    gives none, so they are refused rather than ignored."""
+    named = [f"--{k.replace('_', '-')}" for k, v in given.items() if v is not None]
+    if head == "none" and named:
+        raise TracerError(f"{' and '.join(named)}: this model has no head, so there is no token distribution to rank",
+                          hint="its output is the pooled sentence vector (shown by default); drop " + " and ".join(named))
 
 
 def write_run_outputs(save: Path | None, export_html: Path | None, trace, report: dict, model, target_id) -> None:
@@ -331,7 +372,10 @@ def resolve_target(target: str | None, tokenizer) -> tuple[int | None, str | Non
     if target is None:
         return None, None
     if target.startswith("id:"):
-        return parse_int_list(target[3:], "--target id")[0], None
+        found = parse_int_list(target[3:], "--target id")
+        if len(found) != 1:
+            raise TracerError(f"--target {target!r}: give one token id, e.g. id:42")
+        return found[0], None
     if tokenizer is None:
         if target.strip().isdigit():
             return int(target), None
@@ -355,14 +399,14 @@ def parse_layers(text: str | None, n_layers: int) -> tuple[int, ...] | None:
     if text.strip() == "all":
         return tuple(range(n_layers))
     chosen: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
+    for part in split_list(text.replace(" - ", "-"), "--layers"):
         lo, sep, hi = part.partition("-") if not part.startswith("-") else (part, "", "")
         try:
             span = range(int(lo), int(hi) + 1) if sep else [int(lo)]
         except ValueError:
             raise TracerError(f"--layers: {part!r} is not a block number or range like 0-2") from None
+        if not span:  # '3-1' named no block: an error, never an empty selection
+            raise TracerError(f"--layers: the range {part!r} runs backwards", hint=f"write {hi}-{lo}")
         for i in span:
             j = i + n_layers if i < 0 else i
             if not 0 <= j < n_layers:

@@ -68,7 +68,8 @@ def describe_input(trace: Trace, ids: list[list[int]]) -> str:
 
 
 def input_difference(ref: Trace, mine: Trace, ref_label: str, mine_label: str) -> dict | None:
-    """None when both read the same ids (or one side does not say). Else what each read and what is comparable."""
+    """None when both read the same ids (or one side does not say). Else what each read and what is comparable;
+    when nothing is, the error says so, and names the two models when they differ too."""
     a, b = real_ids(ref), real_ids(mine)
     if a is None or b is None or a == b:
         return None
@@ -83,9 +84,13 @@ def input_difference(ref: Trace, mine: Trace, ref_label: str, mine_label: str) -
                "the model is not causal, so every position depends on the tokens that differ" if not causal else
                "a side is left-padded, so positions do not line up" if left_padded(ref) or left_padded(mine) else
                "a side has no named axes to cut the positions along")
+        models = model_difference(ref, mine)
+        also = f"; and {models_line(models, ref_label, mine_label)}" if models is not None else ""
         raise TracerError(
-            f"the inputs differ: {ref_label} ran {out['ref']}, {mine_label} ran {out['mine']}; nothing is comparable: {why}",
-            hint="diff two runs of the same input; with a checkpoint folder on one side, tracer diff reruns it on the "
+            f"the inputs differ: {ref_label} ran {out['ref']}, {mine_label} ran {out['mine']}; nothing is comparable: "
+            f"{why}{also}",
+            hint="diff two runs of the same model on the same input" if models is not None else
+                 "diff two runs of the same input; with a checkpoint folder on one side, tracer diff reruns it on the "
                  "other side's input.ids")
     return out
 
@@ -105,3 +110,44 @@ def prefix_trace(trace: Trace, n: int) -> Trace:
         arr = np.ascontiguousarray(s.array[index]) if len(index) == s.array.ndim else s.array
         steps.append(Step(s.name, s.axes, s.op, s.hf_module, tuple(arr.shape), s.dtype, tensor_stats(arr), arr))
     return Trace(steps, dict(trace.meta))
+
+
+SIZE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab_size")
+
+
+def model_identity(trace: Trace) -> dict | None:
+    """What a trace says of its model: name, family, config hash, sizes, parameters; None when it says nothing."""
+    model = trace.meta.get("model") or {}
+    if not model.get("config_sha256") and not model.get("family"):
+        return None
+    spec = model.get("spec") or {}
+    return {"name": model.get("name"), "family": model.get("family") or spec.get("family"),
+            "config_sha256": model.get("config_sha256"), "n_params": model.get("n_params"),
+            "sizes": {k: spec[k] for k in SIZE_FIELDS if k in spec}}
+
+
+def model_difference(ref: Trace, mine: Trace) -> dict | None:
+    """None when both traces name the same config (or one does not say); else both models and what differs."""
+    a, b = model_identity(ref), model_identity(mine)
+    if a is None or b is None or not a["config_sha256"] or not b["config_sha256"]:
+        return None
+    if a["config_sha256"] == b["config_sha256"]:
+        return None
+    differs = [k for k in ("family", "n_params") if a[k] != b[k]]
+    differs += [k for k in SIZE_FIELDS if a["sizes"].get(k) != b["sizes"].get(k)]
+    return {"ref": a, "mine": b, "differs": differs or ["config_sha256"]}
+
+
+def describe_model(m: dict) -> str:
+    """`default-model (llama, 2 layers, d_model 64, 4 heads, vocab 512, config c702dbaa)`."""
+    s = m["sizes"]
+    parts = [m["family"] or "unknown family"]
+    parts += [f"{s['n_layers']} layers"] if "n_layers" in s else []
+    parts += [f"{k.replace('n_', '').replace('_size', '')} {s[k]}" for k in ("d_model", "n_heads", "vocab_size") if k in s]
+    parts.append(f"config {str(m['config_sha256'])[:8]}")
+    return f"{m['name'] or 'a model'} ({', '.join(parts)})"
+
+
+def models_line(diff: dict, ref_label: str, mine_label: str) -> str:
+    return (f"the models differ ({', '.join(diff['differs'])}): {ref_label} is {describe_model(diff['ref'])}, "
+            f"{mine_label} is {describe_model(diff['mine'])}")

@@ -157,7 +157,10 @@ def flex_predicate_keep(text: str, q_len: int, kv_len: int, offset: int) -> tupl
             keep &= (k < n) | (k <= q)
             described.append(f"prefix({n}): kv_idx < {n} or kv_idx <= q_idx  (prefix-LM)")
         elif name == "document":
-            ids = np.array([_int_arg(a, part) for a in args.replace(" ", "").split(",") if a], dtype=np.int64)
+            items = args.replace(" ", "").split(",")
+            if "" in items:  # an empty item is an error, never skipped (as in every list option)
+                raise TracerError(f"{part}: item {items.index('') + 1} of the document ids is empty")
+            ids = np.array([_int_arg(a, part) for a in items], dtype=np.int64)
             if ids.size != kv_len:
                 raise TracerError(f"{part}: document ids need one id per key ({kv_len}), got {ids.size}")
             q_doc = ids[np.clip(np.arange(q_len) + offset, 0, kv_len - 1)][:, None]

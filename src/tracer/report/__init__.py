@@ -31,9 +31,10 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     spec = meta["model"]["spec"]
     route = spec.get("route", "decoder")
     n_rows = len(meta["tokens"])
-    row = options.batch_row
+    row = options.batch_row + n_rows if options.batch_row < 0 else options.batch_row  # negative counts back
     if not 0 <= row < n_rows:
-        raise TracerError(f"--batch-row {row} is out of range: the batch has {n_rows} row(s) (0..{n_rows - 1})")
+        raise TracerError(f"--batch-row {options.batch_row} is out of range: the batch has {n_rows} row(s) "
+                          f"(0..{n_rows - 1}, or -{n_rows}..-1 from the end)")
     sections = route_sections(options.sections, spec)
     stack, part = resolve_view(options.stack, options.attn, spec)
     sspec = spec["encoder"] if stack == "encoder" else spec

@@ -111,6 +111,13 @@ def storage_text(storage: dict) -> str:
     return ", ".join(f"{k} ({v})" for k, v in sorted(names.items(), key=lambda kv: -kv[1]))
 
 
+def _not_used_text(not_used: dict | None) -> str:
+    """Stored tensors the forward never reads (BERT's pooler): counted in the file, not by tracer cost."""
+    if not not_used:
+        return ""
+    return f", {not_used['n_params']:,} of them stored but not used ({not_used['tensors'][0].rsplit('.', 2)[0]}.*)"
+
+
 def params_text(n: int | None) -> str:
     if not n:
         return "?"
@@ -130,7 +137,9 @@ def model_card(meta: dict) -> dict:
         "mlp": mlp_text(spec), "residual": spec.get("residual", "sequential"),
         "d_model": spec.get("d_model"), "n_layers": spec.get("n_layers"), "n_heads": spec.get("n_heads"),
         "n_kv_heads": spec.get("n_kv_heads"), "d_head": spec.get("d_head"), "d_ff": spec.get("d_ff"),
-        "vocab": spec.get("vocab_size"), "n_params": m.get("n_params"), "params": params_text(m.get("n_params")),
+        "vocab": spec.get("vocab_size"), "n_params": m.get("n_params"),
+        "params": params_text(m.get("n_params")) + _not_used_text(m.get("stored_not_used")),
+        "stored_not_used": m.get("stored_not_used"),
         "weight_dtype": storage_text(m.get("storage_dtypes") or {}), "compute_dtype": meta.get("dtype"),
         "tied_embeddings": spec.get("tied_embeddings"), "head": head_text(spec),
         "encoder": _encoder_card(spec.get("encoder")),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -46,7 +48,11 @@ def resolve_sections(only: list[str] | None, lens: bool, values: bool, steps_fil
     if only:
         chosen = []
         for item in only:
-            for word in item.replace(",", " ").split():
+            words = re.split(r"\s*,\s*|\s+", item.strip()) if item.strip() else []
+            if "" in words:
+                raise TracerError(f"--only {item.strip()!r}: an empty item (two commas in a row, or a comma at an end)",
+                                  hint="choose from " + ", ".join(SECTIONS))
+            for word in words:
                 name = ALIASES.get(word.lower(), word.lower())
                 if name not in SECTIONS:
                     raise TracerError(f"--only: unknown section {word!r}", hint="choose from " + ", ".join(SECTIONS))
