@@ -68,7 +68,7 @@ def diff(
     from tracer.diff import diff_traces, report_json
     from tracer.diff.inputs import input_difference, prefix_trace
     from tracer.diff.generation import generation_summary
-    from tracer.render.diff_view import render_diff
+    from tracer.render.diff_view import DiffScreen
 
     if atol < 0 or rtol < 0:
         raise TracerError("--atol and --rtol must be >= 0")
@@ -109,7 +109,7 @@ def diff(
     if as_json:
         sys.stdout.write(json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n")
     else:
-        render_diff(make_console(), report, show_all=show_all)
+        make_console().print(DiffScreen(report, show_all=show_all))
     raise typer.Exit(1 if report.diverged or inputs is not None else 0)
 
 

@@ -133,19 +133,19 @@ def mask_command(
         out["exit_status"] = code
         emit_json(out)
     else:
-        from tracer.render.mask_view import render_check, render_compare, render_result, render_warnings
+        from tracer.render.mask_view import check_view, compare_view, result_view, warnings_view
 
-        render_result(console, result, show, token_list)
+        console.print(result_view(result, show, token_list))
         if comparison is not None:
             console.print()
-            render_compare(console, comparison, show, token_list)
+            console.print(compare_view(comparison, show, token_list))
             extra = [w for w in other.warnings if w.code not in result.codes()]
             if extra:
                 console.print(f"[bold]{other.convention}[/] adds:")
-                render_warnings(console, extra)
+                console.print(warnings_view(extra))
         if checked is not None:
             console.print()
-            render_check(console, checked)
+            console.print(check_view(checked))
         if save:
             console.print(f"[dim]saved {save}[/]")
     if code:
@@ -162,9 +162,9 @@ def list_command(console, as_json: bool) -> None:
         emit_json({"conventions": [{"name": c.name, "family": c.family, "accepts": c.accepts, "summary": c.summary}
                                    for c in CONVENTIONS.values()], "aliases": ALIASES})
         return
-    from tracer.render.mask_row_view import render_list
+    from tracer.render.mask_row_view import ConventionsView
 
-    render_list(console, list(CONVENTIONS.values()))
+    console.print(ConventionsView(list(CONVENTIONS.values())))
 
 
 def row_command(console, row: str, tokens, query, row_keep, as_json: bool) -> None:
@@ -178,9 +178,9 @@ def row_command(console, row: str, tokens, query, row_keep, as_json: bool) -> No
     if as_json:
         emit_json(worked.to_json())
         return
-    from tracer.render.mask_row_view import render_row
+    from tracer.render.mask_row_view import worked_row_view
 
-    render_row(console, worked)
+    console.print(worked_row_view(worked))
 
 
 # ---------- parsing helpers ----------

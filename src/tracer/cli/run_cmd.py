@@ -312,10 +312,10 @@ def show_mask_input(console, read, tokens: list[str]) -> None:
     """How tracer read --mask: the same explanation as `tracer mask`."""
     from rich.rule import Rule
 
-    from tracer.render.mask_view import render_result
+    from tracer.render.mask_view import result_view
 
     console.print(Rule(f"[bold]0 · --mask, read as {read.convention}[/]", align="left"))
-    render_result(console, read, tokens=tokens)
+    console.print(result_view(read, tokens=tokens))
     console.print()
 
 
