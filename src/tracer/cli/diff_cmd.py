@@ -107,7 +107,7 @@ def diff(
         write_text(export_html, diff_page(report_json(report)))
         confirm_stderr(f"wrote the page to {export_html} ({export_html.stat().st_size:,} bytes)")
     if as_json:
-        sys.stdout.write(json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n")
+        sys.stdout.write(json.dumps(report_json(report), ensure_ascii=False, indent=1, allow_nan=False) + "\n")
     else:
         make_console().print(DiffScreen(report, show_all=show_all))
     raise typer.Exit(1 if report.diverged or inputs is not None else 0)

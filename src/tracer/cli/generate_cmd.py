@@ -10,6 +10,7 @@ import typer
 
 from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
 from tracer.errors import TracerError
+from tracer.numbers import json_safe
 
 
 def register(app: typer.Typer) -> None:
@@ -101,7 +102,7 @@ def generate(
         data = gen.to_json()
         if costs is not None:
             data["cost"] = costs
-        print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
+        print(json.dumps(json_safe(data), ensure_ascii=False, indent=1, allow_nan=False))
         return
     show(m, gen, dtype, batch_row, costs)
 

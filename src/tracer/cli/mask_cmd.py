@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from typing import Optional
 
@@ -12,6 +11,7 @@ import typer
 
 from tracer.cli.common import handle_errors, make_console, parse_int_list
 from tracer.errors import TracerError
+from tracer.numbers import json_safe
 
 HELP = (
     "Show what an attention mask does to the scores [B,H,Q,K], as a given framework reads it.\n\n"
@@ -268,20 +268,6 @@ def parse_positions(text: str | None):
 
 
 # ---------- output ----------
-
-
-def json_safe(obj):
-    if isinstance(obj, float):
-        if math.isnan(obj):
-            return "nan"
-        if math.isinf(obj):
-            return "inf" if obj > 0 else "-inf"
-        return obj
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    return obj
 
 
 def emit_json(obj) -> None:

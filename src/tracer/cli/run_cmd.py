@@ -11,6 +11,7 @@ import typer
 
 from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
 from tracer.errors import TracerError
+from tracer.numbers import json_safe
 from tracer.model.keep import blocked_note
 
 
@@ -152,7 +153,7 @@ def run(
         data = json_view(report)
         if read is not None:
             data["mask_input"] = read.to_json()
-        print(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
+        print(json.dumps(json_safe(data), ensure_ascii=False, indent=1, allow_nan=False))
     if as_json:
         return
     console = make_console()

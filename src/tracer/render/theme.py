@@ -14,6 +14,8 @@ from rich.rule import Rule
 from rich.style import Style
 from rich.text import Text
 
+from tracer.numbers import num  # noqa: F401  (the one number format, shared with the HTML page)
+
 SPECIAL = "magenta"
 PARTIAL = "yellow"
 WARN = "bold red"
@@ -40,29 +42,6 @@ def caution_lines(warnings: list[dict] | None, indent: str = "") -> list[Text]:
 def calm(message: str) -> Text:
     """One quiet line for something a view cannot show (a step kept as statistics only, ...)."""
     return Text("  " + message, style=DIM)
-
-
-def num(x: float | None, digits: int = 3) -> str:
-    """Compact: 3 significant digits, no exponent for ordinary magnitudes."""
-    if x is None:
-        return "-"
-    if isinstance(x, str):
-        return x
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if x == 0:
-        return "0"
-    a = abs(x)
-    if a >= 1e5 or a < 1e-3:
-        return f"{x:.{digits - 1}e}".replace("e-0", "e-").replace("e+0", "e+")
-    text = f"{x:.{digits}g}"
-    if "e" in text:  # 99.9 at 2 digits would read 1e+02
-        return f"{x:.0f}"
-    if "." not in text and "e" not in text and a < 10 ** (digits - 1):
-        text += ".0"  # 1 -> 1.0, so a rounded value does not read as an integer
-    return text
 
 
 def prob(p: float) -> str:

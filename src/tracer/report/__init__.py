@@ -5,9 +5,8 @@ Building the content once and rendering it twice keeps the two views in agreemen
 
 from __future__ import annotations
 
-import math
-
 from tracer.errors import TracerError
+from tracer.numbers import json_safe
 from tracer.report.attention import attention_report
 from tracer.report.card import model_card
 from tracer.report.distribution import lens_report, resolve_position, top_k_report
@@ -22,7 +21,7 @@ from tracer.report.tokens import token_rows, tokens_note
 from tracer.report.values import values_report
 from tracer.steps import matches
 
-__all__ = ["RunOptions", "build_report", "json_view", "jsonable"]
+__all__ = ["RunOptions", "build_report", "json_view"]
 
 
 def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -> dict:
@@ -197,15 +196,4 @@ def json_view(report: dict) -> dict:
     out = {k: v for k, v in report.items() if k != "flow"}
     if "flow" in report:
         out["folding"] = {k: v for k, v in report["flow"].items() if k != "rows"}
-    return jsonable(out)
-
-
-def jsonable(x):
-    """Replace non-finite floats (JSON has none) with the strings 'nan', 'inf', '-inf'."""
-    if isinstance(x, dict):
-        return {k: jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return x
+    return json_safe(out)
