@@ -199,19 +199,18 @@ def add_folder_extras(report, sides: Sides, a: Path, b: Path) -> None:
     from dataclasses import asdict
 
     from tracer.diff.distribution import moved_tokens
-    from tracer.diff.report import clean
     from tracer.diff.weights import diff_weights
 
     w = diff_weights(a, b)
-    report.extras["weights"] = clean({
+    report.extras["weights"] = {  # plain numbers for the screen; report_json makes them JSON-safe
         "tensors": [dict(asdict(t), layer=t.layer) for t in w.tensors],
         "layers": [asdict(layer) for layer in w.layers],
-    })
+    }
     tokenizer = sides.models[1].tokenizer or sides.models[0].tokenizer
     piece = shown_piece_of(tokenizer) if tokenizer else None
     moved = moved_tokens(sides.ref, sides.mine, piece=piece)
     if moved:
-        report.extras["moved_tokens"] = clean(moved)
+        report.extras["moved_tokens"] = moved
     if piece is not None:  # name the tokens in the per-position distribution diff too
         for step in report.steps:
             for p in (step.distribution or {}).get("per_position", []):

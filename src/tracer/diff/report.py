@@ -14,7 +14,7 @@ from tracer.diff.compare import DiffReport, StepDiff
 from tracer.numbers import json_safe
 
 
-clean = json_safe  # the one JSON-safe form (tracer.numbers): non-finite numbers as strings
+
 
 
 def step_json(s: StepDiff) -> dict:
@@ -67,4 +67,4 @@ def report_json(report: DiffReport) -> dict:
     out.update(report.extras)
     if "inputs" in report.extras:  # two different inputs never "match"; only their shared prefix was compared
         out["verdict"] = "inputs differ"
-    return clean(out)
+    return json_safe(out)
