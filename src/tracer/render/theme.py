@@ -58,10 +58,9 @@ def stats_text(stats: dict, dtype: str, shape: list[int] | tuple[int, ...] = (),
     t = Text()
     if dtype == "bool":
         size = math.prod(shape) if shape else 0
-        kept = round(stats.get("mean", 0.0) * size)
-        t.append(f"{kept} of {size} True")
+        t.append(f"{whole(stats.get('mean', 0.0) * size)} of {size} True")
     elif dtype.startswith(("int", "uint")):
-        t.append(f"[{int(stats['min'])}, {int(stats['max'])}]")
+        t.append(f"[{whole(stats['min'])}, {whole(stats['max'])}]")
     else:
         t.append(f"μ {num(stats['mean'], 2)} σ {num(stats['std'], 2)}" + ("\n" if stacked else " "))
         t.append(f"[{num(stats['min'], 2)}, {num(stats['max'], 2)}]")
@@ -70,6 +69,11 @@ def stats_text(stats: dict, dtype: str, shape: list[int] | tuple[int, ...] = (),
     if stats.get("nan"):
         t.append(f" {stats['nan']} NaN", style=WARN)
     return t
+
+
+def whole(x: float) -> str:
+    """A count or an integer statistic: `12`; a non-finite one as `nan` / `inf`, never a crash."""
+    return str(round(x)) if math.isfinite(x) else num(x)
 
 
 def named_shape(axes, shape) -> str:
@@ -83,7 +87,7 @@ def bare_shape(shape) -> str:
 
 def heat_style(w: float) -> Style:
     """Background from dark to bright as the weight goes 0 -> 1; text stays readable on both ends."""
-    w = min(max(w, 0.0), 1.0)
+    w = min(max(w, 0.0), 1.0) if math.isfinite(w) else 0.0  # a NaN weight is written as text; its cell stays dark
     lo, hi = (28, 32, 48), (255, 176, 59)
     rgb = tuple(int(a + (b - a) * math.sqrt(w)) for a, b in zip(lo, hi))
     fg = "black" if w > 0.35 else "grey82"
