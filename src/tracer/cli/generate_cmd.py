@@ -11,6 +11,7 @@ import typer
 from tracer.cli.common import check_outputs, checkpoint_files, handle_errors, make_console, parse_int_list
 from tracer.errors import TracerError
 from tracer.numbers import json_safe
+from tracer.report.nonfinite import generation_nonfinite
 
 
 def register(app: typer.Typer) -> None:
@@ -92,6 +93,11 @@ def generate(
                               record=save is not None, keep=tuple(keep) if keep else None, panel_layer=layer,
                               special_tokens=not no_special_tokens, allow_long=allow_long)
     gen = run_generation(m, prompts or None, id_rows, options)
+    nonfinite = generation_nonfinite(gen)
+    if nonfinite is not None:  # on the screen with the other warnings, in --json, and on stderr (as tracer run)
+        gen.warnings.append(nonfinite)
+        if as_json:
+            make_console(stderr=True).print(f"warning: {nonfinite['message']}", markup=False, soft_wrap=True)
     if save is not None:
         from tracer.cli.run_cmd import confirm_stderr
 

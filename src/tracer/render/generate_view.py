@@ -6,6 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from tracer.model.inputs import LONG_CODE
 from tracer.render.theme import CAUTION, DIM, OK, SPECIAL, WARN, bare_shape, calm, caution_lines, heading, num, prob, short
 
 STRIP_MAX = 32  # cache slots drawn one character each; longer caches are summarised
@@ -84,7 +85,8 @@ def render_steps(gen, number: int = 2, width: int = 120) -> Group:
 
 def past_limit(gen) -> int | None:
     """The decoder's max_position_embeddings when this generation ran past it (--allow-long), else None."""
-    limits = [w["data"]["limit"] for w in gen.warnings if (w.get("data") or {}).get("stack") != "encoder"]
+    limits = [w["data"]["limit"] for w in gen.warnings
+              if w.get("code") == LONG_CODE and (w.get("data") or {}).get("stack") != "encoder"]
     return min(limits) if limits else None
 
 

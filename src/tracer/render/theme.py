@@ -61,6 +61,8 @@ def stats_text(stats: dict, dtype: str, shape: list[int] | tuple[int, ...] = (),
         t.append(f"{whole(stats.get('mean', 0.0) * size)} of {size} True")
     elif dtype.startswith(("int", "uint")):
         t.append(f"[{whole(stats['min'])}, {whole(stats['max'])}]")
+    elif shape and (stats.get("nan") or 0) + (stats.get("inf") or 0) >= math.prod(shape):
+        t.append("no finite value")  # the statistics of the finite values would read μ 0 σ 0 [0, 0]
     else:
         t.append(f"μ {num(stats['mean'], 2)} σ {num(stats['std'], 2)}" + ("\n" if stacked else " "))
         t.append(f"[{num(stats['min'], 2)}, {num(stats['max'], 2)}]")
