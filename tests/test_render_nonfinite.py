@@ -95,3 +95,29 @@ def test_some_floats_non_finite_render(reports, data, seed, rate, width):
         return NONFINITE[rng.integers(3)] if rng.random() < rate else v
 
     render(poison(_one_section(reports[name], section), draw), width)
+
+
+@pytest.mark.parametrize("value", NONFINITE, ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_diff_screen_renders_a_non_finite_step(value, width):
+    from dataclasses import replace
+
+    from diff_toy import toy_trace
+
+    from tracer.diff import diff_traces
+    from tracer.render.diff_view import DiffScreen
+    from tracer.trace import Trace
+
+    ref = toy_trace([[1, 5, 7]])
+    steps = []
+    for s in ref.steps:  # mine: the same trace with NaN/inf from the first MLP output on
+        if s.array is not None and s.array.dtype.kind == "f" and ".mlp.out" in s.name or s.name in ("logits", "probs"):
+            a = s.array.copy()
+            a.reshape(-1)[::3] = value
+            s = replace(s, array=a, derived=None, source=None)
+        steps.append(s)
+    report = diff_traces(ref, Trace(steps, dict(ref.meta)))
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(DiffScreen(report, show_all=True))
+    out = console.file.getvalue()
+    assert "mlp.out" in out and max(len(line) for line in out.splitlines()) <= width

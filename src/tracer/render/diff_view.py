@@ -199,6 +199,8 @@ def bar(db: float | None, width: int = BAR_WIDTH) -> str:
         return ""
     if db == -math.inf:
         return "·"
+    if math.isnan(db):
+        return "?"  # a NaN error: the dB column next to it says nan
     filled = max(1, min(width, round((db - BAR_FLOOR_DB) / -BAR_FLOOR_DB * width)))
     return "█" * filled
 
