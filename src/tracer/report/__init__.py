@@ -36,7 +36,8 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     sections = route_sections(options.sections, spec)
     stack, part = resolve_view(options.stack, options.attn, spec)
     sspec = spec["encoder"] if stack == "encoder" else spec
-    tokens = token_rows(meta, row)
+    named = None if vocab is ids_only_vocab else vocab  # names the padding's id with the tokenizer's own piece
+    tokens = token_rows(meta, row, vocab=named)
     report: dict = {"sections": list(sections), "batch_row": row, "batch_size": n_rows, "dtype": meta.get("dtype"),
                     "prompt": (meta.get("prompts") or [None] * n_rows)[row], "route": route,
                     "reduced_to_stats": meta.get("reduced_to_stats", []),
@@ -45,7 +46,7 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     report["warnings"] = run_warnings(meta)
     report["tokens"] = tokens
     report["tokens_note"] = tokens_note(tokens, report["prompt"])
-    dec_tokens = token_rows(meta, row, "decoder_tokens") if route == "encoder-decoder" else None
+    dec_tokens = token_rows(meta, row, "decoder_tokens", named) if route == "encoder-decoder" else None
     if dec_tokens is not None:
         report["decoder_tokens"] = dec_tokens
     report["other_rows"] = [_row_summary(meta["tokens"][b], b) for b in range(n_rows) if b != row]
@@ -54,6 +55,8 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     out_tokens = dec_tokens if dec_tokens is not None else tokens
     view_tokens = dec_tokens if stack == "decoder" and dec_tokens is not None else tokens
     focus = _focus(options.position, view_tokens)  # the query row the long-prompt windows centre on
+    if options.position is None and spec.get("head") == "mlm":  # a masked LM's output is at its first mask
+        focus = next((t["pos"] for t in view_tokens if is_mask_token(t)), focus)
     report["position"] = focus if view_tokens is tokens else _focus(None, tokens)
     if "steps" in sections:
         records = step_records(trace, spec)
@@ -164,11 +167,16 @@ def resolve_view(stack: str | None, attn: str | None, spec: dict) -> tuple[str, 
 MASK_PIECES = ("[MASK]", "<mask>")
 
 
+def is_mask_token(t: dict) -> bool:
+    """A mask token, also when its piece carries the space its lstrip took (RoBERTa's " <mask>")."""
+    return t["piece"].strip() in MASK_PIECES and not t["pad"]
+
+
 def output_positions(position: int | None, tokens: list[dict], kind: str) -> list[int]:
     """Where the output section reads the distribution: for an MLM every mask token (or --position), else one."""
     if kind != "fill" or position is not None:
         return [resolve_position(position, tokens)]
-    masks = [t["pos"] for t in tokens if t["piece"] in MASK_PIECES and not t["pad"]]
+    masks = [t["pos"] for t in tokens if is_mask_token(t)]
     if not masks:
         raise TracerError("this is a masked-LM model and the prompt has no mask token: nothing to fill in",
                           hint='put [MASK] (or <mask>) where a word is missing, e.g. "The capital of France is [MASK]." '
