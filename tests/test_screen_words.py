@@ -41,3 +41,25 @@ def test_roberta_finds_its_mask_after_a_space_and_the_attention_view_reads_from_
 def test_the_mlm_attention_view_focuses_the_mask_not_the_last_token():
     out = invoke("run", "--model", model_dir("bert-mlm"), "The capital of France is [MASK].", "--only", "attention")
     assert "keys query 17 ([MASK]) reads most" in out
+
+
+def test_generate_shows_byte_level_tokens_as_run_does():
+    out = invoke("generate", "--model", model_dir("gpt2"), "Hello", "-n", "4")
+    assert "\ufffd" not in out  # no replacement characters: a partial character reads as its bytes
+    run = invoke("run", "--model", model_dir("gpt2"), "--ids", "43,175", "--only", "tokens")
+    assert re.search(r"^\s*1\s+175\s+<ef>", run, re.M)  # how tracer run shows id 175
+    assert "<ef> (175)" in out  # the same in the generate table
+    assert re.search(r"<[0-9a-f]{2}( [0-9a-f]{2})*> \(\d+\)", out)
+
+
+def test_generated_special_tokens_read_as_their_piece_not_their_id():
+    from tracer import load_model
+    from tracer.model.generate import Row
+    from tracer.render.generate_view import new_text
+
+    tok = load_model(model_dir("t5")).tokenizer
+    row = Row(prompt_ids=[5], new_ids=[0, 0], text="")
+    assert new_text(row, tok.describe_id).plain == "<pad><pad>"  # the table's name for id 0, not <0>
+    gpt2 = load_model(model_dir("gpt2")).tokenizer
+    row = Row(prompt_ids=[5], new_ids=[175, 342, 43], text=gpt2.decode([175, 342, 43]))
+    assert new_text(row, gpt2.describe_id).plain == "<ef e5 8e>H"

@@ -130,8 +130,9 @@ def show(m, gen, dtype: str, batch_row: int | None, costs: list[dict] | None = N
     spec = m.spec
     line = (f"{m.folder.name}: {m.family}, {spec.route_text}, {spec.n_layers} layers, {spec.n_heads} heads "
             f"({spec.n_kv_heads} kv), d_head {spec.d_head}, {dtype}")
-    views = [lambda k: render_prefill(gen, line, k), lambda k: render_steps(gen, k, console.width),
-             lambda k: render_cache(gen, k, batch_row), lambda k: render_text(gen, dtype, k)]
+    vocab = m.tokenizer.describe_id if m.tokenizer else None  # tokens as tracer run shows them
+    views = [lambda k: render_prefill(gen, line, k), lambda k: render_steps(gen, k, console.width, vocab),
+             lambda k: render_cache(gen, k, batch_row), lambda k: render_text(gen, dtype, k, vocab)]
     if costs is not None:
         views.insert(3, lambda k: render_cost(costs, k))
     for n, view in enumerate(views, start=1):
