@@ -63,3 +63,16 @@ def test_generated_special_tokens_read_as_their_piece_not_their_id():
     gpt2 = load_model(model_dir("gpt2")).tokenizer
     row = Row(prompt_ids=[5], new_ids=[175, 342, 43], text=gpt2.decode([175, 342, 43]))
     assert new_text(row, gpt2.describe_id).plain == "<ef e5 8e>H"
+
+
+def _section_numbers(out):
+    return re.findall(r"^ (\d+[a-z]?) · ", out, re.M)
+
+
+def test_section_numbers_never_repeat():
+    for args in (("--model", model_dir("t5"), "hello there"), ("--model", model_dir("bart"), "hello there"),
+                 ("--model", model_dir("bert-mlm"), "The [MASK] of France is [MASK]."), ("The cat",)):
+        numbers = _section_numbers(invoke("run", *args))
+        assert len(numbers) == len(set(numbers)), (args, numbers)
+    numbers = _section_numbers(invoke("run", "--model", model_dir("t5"), "hello there"))
+    assert "4a" in numbers and "4b" in numbers  # the self- and cross-attention masks: two panels of section 4

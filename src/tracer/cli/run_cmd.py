@@ -275,11 +275,11 @@ def _masks(report: dict, labels: list[str], n: int):
 
     from tracer.render.mask_panel import render_mask
 
-    shown = render_mask(report["mask"], labels, n)
     if "cross_mask" not in report:
-        return shown
-    keys = [t["token"] for t in report["tokens"]]
-    return Group(shown, "", render_mask(report["cross_mask"], labels, n, key_labels=keys))
+        return render_mask(report["mask"], labels, n)
+    keys = [t["token"] for t in report["tokens"]]  # two panels of one section: 4a self-attention, 4b cross-attention
+    return Group(render_mask(report["mask"], labels, f"{n}a"), "",
+                 render_mask(report["cross_mask"], labels, f"{n}b", key_labels=keys))
 
 
 def position_rule(text: str | None) -> str:

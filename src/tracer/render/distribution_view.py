@@ -29,11 +29,13 @@ def bar(p: float, width: int = BAR_WIDTH) -> Text:
 def render_distribution(report: dict, number: int = 6) -> Group:
     fills = report.get("fills")
     if fills:  # an MLM prompt with several mask tokens: one table each
-        return Group(*[_one_distribution(f["distribution"], f["top_k"], number) for f in fills])
+        letters = "abcdefghijklmnopqrstuvwxyz"  # one section, one panel per mask: 6a, 6b, ...
+        return Group(*[_one_distribution(f["distribution"], f["top_k"], f"{number}{letters[i % 26]}")
+                       for i, f in enumerate(fills)])
     return _one_distribution(report["distribution"], report["top_k"], number)
 
 
-def _one_distribution(d: dict, top_k: list[dict], number: int) -> Group:
+def _one_distribution(d: dict, top_k: list[dict], number: int | str) -> Group:
     if d.get("kind") == "fill":
         title = f"Fill in  the mask at position {d['position']}"
         caption = ("probs = softmax(logits) at the masked position: what the model thinks belongs there, "
