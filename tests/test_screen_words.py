@@ -76,3 +76,21 @@ def test_section_numbers_never_repeat():
         assert len(numbers) == len(set(numbers)), (args, numbers)
     numbers = _section_numbers(invoke("run", "--model", model_dir("t5"), "hello there"))
     assert "4a" in numbers and "4b" in numbers  # the self- and cross-attention masks: two panels of section 4
+
+
+def test_the_pooling_sentence_reads_for_every_mode():
+    import io
+
+    from rich.console import Console
+
+    from tracer.render.pooled_view import MODES, render_pooled
+
+    for mode in MODES:
+        for normalize in (False, True):
+            p = {"mode": mode, "normalize": normalize, "source": "modules.json", "batch_row": 0, "missing": "x"}
+            console = Console(file=io.StringIO(), width=400, color_system=None)
+            console.print(render_pooled(p))
+            caption = console.file.getvalue().splitlines()[1]
+            assert caption.count("last layer") == 1, caption
+            assert "normalised of" not in caption and "normalised (" not in caption.replace("length 1 (", "")
+            assert caption.startswith("No head: the model's output is one vector per prompt: the "), caption
