@@ -94,3 +94,23 @@ def test_the_pooling_sentence_reads_for_every_mode():
             assert caption.count("last layer") == 1, caption
             assert "normalised of" not in caption and "normalised (" not in caption.replace("length 1 (", "")
             assert caption.startswith("No head: the model's output is one vector per prompt: the "), caption
+
+
+def test_one_probability_reads_the_same_twice_in_a_lens_row():
+    import io
+
+    from rich.console import Console
+
+    from tracer.render.distribution_view import render_lens
+
+    def row(layer, top_id, p_top, p_final):
+        return {"layer": layer, "top": {"token": f"t{top_id}", "special": False}, "top_id": top_id,
+                "top_prob": p_top, "final_top_prob": p_final, "final_top_rank": 1 if top_id == 7 else 40}
+
+    lens = {"position": 3, "final_top": {"token": "t7", "id": 7}, "target": None,
+            "layers": [row("embed", 2, 0.4, 2.1e-6), row(0, 7, 0.9999998, 0.9999998)]}
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(render_lens(lens))
+    [last] = [line for line in console.file.getvalue().splitlines() if line.startswith("block 0")]
+    p_top, p_final = re.findall(r"\d\.\d+(?:e[+-]\d+)?", last)[:2]
+    assert p_top == p_final  # was 1.000 and 1.0e+00
