@@ -47,3 +47,17 @@ def test_diff_json_writes_an_exact_match_as_the_run_json_writes_minus_inf():
     json.dumps(out, allow_nan=False)
     exact = [s for s in out["steps"] if s["metrics"].get("exact") and "nmse_db" in s["metrics"]]
     assert exact and all(s["metrics"]["nmse_db"] == "-inf" for s in exact)
+
+
+def test_a_diff_error_column_never_hides_a_value():
+    # `max rel 0.0` on screen where the JSON said 0.0185: every nonzero value keeps 2 significant digits
+    from tracer.render.diff_numbers import error_column
+
+    rng = np.random.default_rng(2)
+    columns = [[0.0185, 4500.0, 0.0], [0.5, 3.25], [0.02, 12.0, 999.0]]
+    columns += [list(10.0 ** rng.uniform(-8, 5, rng.integers(1, 6))) for _ in range(300)]
+    for column in columns:
+        f = error_column(column)
+        for v in column:
+            text = f(v)
+            assert (text == "0") if v == 0 else math.isclose(float(text), v, rel_tol=0.05), (column, v, text)
