@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracer.masks.row import WorkedRow
+from tracer.render.mask_view import pitfall_legend
 
 
 def _f(x: float | None, digits: int = 4) -> str:
@@ -60,7 +61,7 @@ def worked_row_view(row: WorkedRow) -> Group:
         out.append(Text.assemble(("  wrong: ", "red"), f"softmax over every key, then delete the blocked weights: "
                                     f"the row sums to {row.wrong_sum:.4f} < 1 (pitfall P3: mask after softmax "
                                     f"without renormalising)"))
-    return Group(*out)
+    return Group(*out, *pitfall_legend(out))
 
 
 def _longest_word(texts) -> int:

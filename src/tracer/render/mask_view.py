@@ -12,6 +12,7 @@ from rich.console import Group
 from rich.text import Text
 
 from tracer.errors import TracerError
+from tracer.masks.pitfalls import PITFALLS, cited
 from tracer.masks.result import MaskResult, MaskWarning
 from tracer.masks.warnings import _ranges
 
@@ -119,7 +120,7 @@ def result_view(result: MaskResult, show: str | None = None, tokens: list[str] |
     out += extras_lines(result)
     out += fully_masked_lines(result)
     out += warning_lines(result.warnings)
-    return Group(*out)
+    return Group(*out, *pitfall_legend(out))
 
 
 def input_lines(result: MaskResult) -> list[Text]:
@@ -241,7 +242,17 @@ def warning_lines(warnings: list[MaskWarning]) -> list[Text]:
 
 
 def warnings_view(warnings: list[MaskWarning]) -> Group:
-    return Group(*warning_lines(warnings))
+    lines = warning_lines(warnings)
+    return Group(*lines, *pitfall_legend(lines))
+
+
+def pitfall_legend(lines) -> list[Text]:
+    """What each porting-pitfall code the lines cite means (`P3 the mask applied after the softmax ...`)."""
+    codes = cited(line.plain for line in lines if isinstance(line, Text))
+    if not codes:
+        return []
+    return [Text("pitfalls cited (man tracer, tracer mask: Porting pitfalls)", style="dim"),
+            *[Text(f"  {code:<4} {PITFALLS[code]}", style="dim") for code in codes]]
 
 
 def corner_pair_lines(top_left: np.ndarray, bottom_right: np.ndarray) -> list[Text]:
@@ -284,4 +295,4 @@ def check_view(check) -> Group:
     for c in check.checks:
         word, style = marks[c.status]
         out.append(Text.assemble("  ", (word, style), f"  {c.name}: {c.detail}"))
-    return Group(*out)
+    return Group(*out, *pitfall_legend(out))
