@@ -131,7 +131,7 @@ def render_cache(gen, number: int = 3, batch_row: int | None = None) -> Group:
             strips.append_text(_strip(p["blocked"][r], p["k_shape"][2]))
         table.add_row(str(st.t), bare_shape(p["k_shape"]), bare_shape(p["scores_shape"]), strips, _bytes(p["bytes_total"]))
     last = gen.steps[-1].panel
-    legend = Text(f"  {KEEP} attended   {PAD} padding (left)", style=DIM)
+    legend = Text(f"  {KEEP} seen   {PAD} padding (left)", style=DIM)  # the words of the man page's legend
     if window is not None:
         legend.append(f"   {OUTSIDE} older than the sliding window of {window}", style=DIM)
     notes = [legend, Text(f"  the cache holds {_bytes(last['bytes_per_token'])} per position (K and V, every layer, "
