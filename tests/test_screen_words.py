@@ -92,7 +92,8 @@ def test_the_pooling_sentence_reads_for_every_mode():
             console.print(render_pooled(p))
             caption = console.file.getvalue().splitlines()[1]
             assert caption.count("last layer") == 1, caption
-            assert "normalised of" not in caption and "normalised (" not in caption.replace("length 1 (", "")
+            assert "normalised of" not in caption  # "..., then L2-normalised of the last layer"
+            assert caption.endswith("(rule from modules.json). Nothing here is a next token.")
             assert caption.startswith("No head: the model's output is one vector per prompt: the "), caption
 
 

@@ -249,7 +249,7 @@ def top_k_table(att: dict, qreal: list[int], focus: int, k: int | None = None, w
     else:
         first_w = max(_label(q, qlabels[q], len(qlabels)).cell_len for _, q in pairs if q is not None)
     asked = k
-    k, label_w = fit_top(width, max(first_w, len("query")), n, max(cell_len(labels[p]) for p in qreal_keys(att)), k)
+    k, label_w = fit_top(width, max(first_w, len("query")), n, max(cell_len(labels[p]) for p in key_positions(att)), k)
     table = Table(box=None, pad_edge=False, padding=(0, TOP_GAP, 0, 0), header_style=DIM)
     if every_head:  # every row is the focus query: the note names it
         table.add_column("head", no_wrap=True, header_style=DIM)
@@ -274,7 +274,7 @@ def top_k_table(att: dict, qreal: list[int], focus: int, k: int | None = None, w
     return Group(table, note)
 
 
-def qreal_keys(att: dict) -> list[int]:
+def key_positions(att: dict) -> list[int]:
     """The key positions a top-k entry can name (every real key)."""
     return real_positions(att) or [0]
 
