@@ -62,7 +62,7 @@ def _boom(*_a, **_k):
 @pytest.mark.parametrize("command,patch", [
     ("run", "tracer.cli.run_cmd.show"),
     ("generate", "tracer.cli.generate_cmd.show"),
-    ("diff", "tracer.render.diff_view.render_diff"),
+    ("diff", "tracer.render.diff_view.DiffScreen.__rich_console__"),
     ("mask", "tracer.cli.mask_cmd.show_result"),
 ])
 def test_a_crash_while_drawing_the_screen_leaves_no_output_file(tmp_path, monkeypatch, command, patch):

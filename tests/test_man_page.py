@@ -64,3 +64,14 @@ def test_step_names_section_is_generated_from_the_catalogue():
     """man/update_steps.py writes STEP NAMES from tracer.steps; the page must match what it would write."""
     result = subprocess.run([sys.executable, str(MAN.parent / "update_steps.py"), "--check"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_pitfall_code_the_mask_lab_cites_is_defined_in_the_man_page():
+    from tracer.masks.pitfalls import CODE, PITFALLS
+
+    src = Path(__file__).resolve().parents[1] / "src" / "tracer"
+    used = {f"P{m}" for path in src.rglob("*.py") for m in CODE.findall(path.read_text(encoding="utf-8"))}
+    assert {"P1", "P3", "P6"} <= used and used <= set(PITFALLS)
+    man = _man_text()
+    for code, meaning in PITFALLS.items():
+        assert re.search(rf"^\.B {code}\n{re.escape(meaning)}\.$", man, re.M), code

@@ -203,3 +203,11 @@ def test_hf_decode_step_alignment_is_a_note_not_a_strict_failure():
     assert "ML008" in r.output  # shown, as a note
     flash = run("--convention", "flash-attn", "--is-causal", "--scores", "1,1,1,5", "--strict")
     assert flash.exit_code == 1  # an explicit is_causal with Q != K is a porting hazard
+
+
+def test_the_pitfall_codes_a_message_cites_are_explained_on_the_screen():
+    from tracer.masks.pitfalls import PITFALLS
+
+    r = runner.invoke(app, ["mask", "--row", "1.2,2.0,0.4", "--query", "1"], env={"NO_COLOR": "1", "COLUMNS": "200"})
+    assert r.exit_code == 0 and "(pitfall P3" in r.stdout
+    assert f"P3   {PITFALLS['P3']}" in r.stdout

@@ -96,6 +96,21 @@ def test_ml006_padding_rows_read_as_queries():
     assert "QUERIES" in message(r, "ML006")
 
 
+def test_ml006_right_padding_rows_read_as_queries_too():
+    # the default padding side: rows kept, then blocked (issue 16: only left padding fired)
+    r = canonical_mask("torch-sdpa-bool", "[[1,1,0],[1,1,1]]@bool", (2, 2, 2, 3))
+    assert "QUERIES" in message(r, "ML006")
+    r = canonical_mask("torch-sdpa-bool", "[[1,1,0,0],[1,1,1,0]]@bool", (2, 1, 2, 4))
+    assert "QUERIES" in message(r, "ML006")
+
+
+def test_ml006_is_quiet_for_a_causal_mask_of_the_queries():
+    r = canonical_mask("torch-sdpa-bool", np.tril(np.ones((2, 2), bool)), (2, 1, 2, 2))  # tril: keeps k <= q
+    assert "ML006" not in codes(r)
+    r = canonical_mask("torch-sdpa-bool", np.ones((2, 3), bool), (2, 1, 2, 3))  # nothing blocked: nothing misread
+    assert "ML006" not in codes(r)
+
+
 def test_ml007_mha_mask_built_with_repeat():
     N, H, L = 2, 2, 3
     per_sample = np.stack([np.zeros((L, L), bool), np.triu(np.ones((L, L), bool), 1)])  # (N,L,S)

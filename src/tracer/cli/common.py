@@ -263,6 +263,39 @@ class TracerCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
 
+def plain_type_word(shown: str) -> str:
+    """typer 0.2x writes an option's Python annotation in --help (<list[str]>, <int range>, <path>); people read
+    the words click uses: TEXT, INTEGER, FLOAT, PATH, or the choices a|b."""
+    label = shown.strip("<>") if isinstance(shown, str) else ""
+    inner = label.removeprefix("list[").removesuffix("]")
+    if "|" in inner:
+        return inner
+    kind = inner.split()[0] if inner else "str"
+    return {"path": "PATH", "int": "INTEGER", "float": "FLOAT"}.get(kind, "TEXT")
+
+
+def _install_plain_help_types() -> None:
+    """--help shows no type for a flag (typer 0.2x prints <bool>) and plain words for the others."""
+    try:
+        from typer.core import _TyperParameter
+    except ImportError:  # pragma: no cover - an older typer prints click's words already
+        return
+    typer_display_type = _TyperParameter.display_type
+    if getattr(typer_display_type, "_tracer_plain", False):
+        return
+
+    def display_type(self, ctx):
+        if getattr(self, "is_flag", False) or getattr(self, "count", False):
+            return ""
+        return plain_type_word(typer_display_type(self, ctx))
+
+    display_type._tracer_plain = True
+    _TyperParameter.display_type = display_type
+
+
+_install_plain_help_types()
+
+
 class TracerGroup(TyperGroup):
     """The root command: usage errors, bad argv and uncaught errors end as `error: ...`, exit 2."""
 

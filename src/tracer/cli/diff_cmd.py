@@ -74,11 +74,11 @@ def diff(
 ):
     from tracer.diff import aligned_pair, diff_traces, report_json
     from tracer.diff.inputs import input_difference, model_difference, models_line, prefix_trace
-    from tracer.diff.report import clean
+    from tracer.numbers import json_safe
     from tracer.diff.verdicts import dtype_flags, verdicts
     from tracer.render.verdicts_view import dtype_flags_view, verdicts_view
     from tracer.diff.generation import generation_summary
-    from tracer.render.diff_view import render_diff
+    from tracer.render.diff_view import DiffScreen
 
     if atol < 0 or rtol < 0:
         raise TracerError("--atol and --rtol must be >= 0")
@@ -124,10 +124,10 @@ def diff(
         payload = report_json(report)
         if judged is not None:
             payload["verdicts"] = [v.to_dict() for v in judged]
-        text = json.dumps(clean(payload), ensure_ascii=False, indent=1) + "\n"
+        text = json.dumps(json_safe(payload), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
     else:
         def screen() -> None:
-            render_diff(console, report, show_all=show_all)
+            console.print(DiffScreen(report, show_all=show_all))
             if flags:
                 console.print(dtype_flags_view(flags))
             if judged is not None:
@@ -243,19 +243,18 @@ def add_folder_extras(report, sides: Sides, a: Path, b: Path) -> None:
     from dataclasses import asdict
 
     from tracer.diff.distribution import moved_tokens
-    from tracer.diff.report import clean
     from tracer.diff.weights import diff_weights
 
     w = diff_weights(a, b, sides.models[0].files, sides.models[1].files)
-    report.extras["weights"] = clean({
+    report.extras["weights"] = {  # plain numbers for the screen; report_json makes them JSON-safe
         "tensors": [dict(asdict(t), layer=t.layer) for t in w.tensors],
         "layers": [asdict(layer) for layer in w.layers],
-    })
+    }
     tokenizer = sides.models[1].tokenizer or sides.models[0].tokenizer
     piece = shown_piece_of(tokenizer) if tokenizer else None
     moved = moved_tokens(sides.ref, sides.mine, piece=piece)
     if moved:
-        report.extras["moved_tokens"] = clean(moved)
+        report.extras["moved_tokens"] = moved
     if piece is not None:  # name the tokens in the per-position distribution diff too
         for step in report.steps:
             for p in (step.distribution or {}).get("per_position", []):

@@ -12,6 +12,8 @@ from tracer.cli.common import (
     check_outputs, checkpoint_files, handle_errors, keep_globs, make_console, parse_int_list, rendered,
 )
 from tracer.errors import TracerError
+from tracer.numbers import json_safe
+from tracer.report.nonfinite import generation_nonfinite
 
 
 def register(app: typer.Typer) -> None:
@@ -98,13 +100,18 @@ def generate(
                               record=save is not None, keep=keep_globs(keep, decoding=max_new_tokens > 0), panel_layer=layer,
                               special_tokens=not no_special_tokens, allow_long=allow_long)
     gen = run_generation(m, prompts or None, id_rows, options)
+    nonfinite = generation_nonfinite(gen)
+    if nonfinite is not None:  # on the screen with the other warnings, in --json, and on stderr (as tracer run)
+        gen.warnings.append(nonfinite)
+        if as_json:
+            make_console(stderr=True).print(f"warning: {nonfinite['message']}", markup=False, soft_wrap=True)
     costs = step_costs(m, gen) if cost else None
     console = make_console()
     if as_json:
         data = gen.to_json()
         if costs is not None:
             data["cost"] = costs
-        text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+        text = json.dumps(json_safe(data), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
     else:
         text = rendered(console, lambda: show(console, m, gen, dtype, batch_row, costs))
     if save is not None:  # after the screen is made: a failure leaves no file
@@ -131,8 +138,9 @@ def show(console, m, gen, dtype: str, batch_row: int | None, costs: list[dict] |
     spec = m.spec
     line = (f"{m.folder.name}: {m.family}, {spec.route_text}, {spec.n_layers} layers, {spec.n_heads} heads "
             f"({spec.n_kv_heads} kv), d_head {spec.d_head}, {dtype}")
-    views = [lambda k: render_prefill(gen, line, k), lambda k: render_steps(gen, k, console.width),
-             lambda k: render_cache(gen, k, batch_row), lambda k: render_text(gen, dtype, k)]
+    vocab = m.tokenizer.describe_id if m.tokenizer else None  # tokens as tracer run shows them
+    views = [lambda k: render_prefill(gen, line, k), lambda k: render_steps(gen, k, console.width, vocab),
+             lambda k: render_cache(gen, k, batch_row), lambda k: render_text(gen, dtype, k, vocab)]
     if costs is not None:
         views.insert(3, lambda k: render_cost(costs, k))
     for n, view in enumerate(views, start=1):

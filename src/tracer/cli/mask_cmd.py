@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from typing import Optional
 
@@ -12,6 +11,7 @@ import typer
 
 from tracer.cli.common import handle_errors, make_console, parse_int_list, rendered, split_list
 from tracer.errors import TracerError
+from tracer.numbers import json_safe
 
 HELP = (
     "Show what an attention mask does to the scores [B,H,Q,K], as a given framework reads it.\n\n"
@@ -142,19 +142,19 @@ def mask_command(
 
 
 def show_result(console, result, comparison, other, checked, show, token_list) -> None:
-    from tracer.render.mask_view import render_check, render_compare, render_result, render_warnings
+    from tracer.render.mask_view import check_view, compare_view, result_view, warnings_view
 
-    render_result(console, result, show, token_list)
+    console.print(result_view(result, show, token_list))
     if comparison is not None:
         console.print()
-        render_compare(console, comparison, show, token_list)
+        console.print(compare_view(comparison, show, token_list))
         extra = [w for w in other.warnings if w.code not in result.codes()]
         if extra:
             console.print(f"[bold]{other.convention}[/] adds:")
-            render_warnings(console, extra)
+            console.print(warnings_view(extra))
     if checked is not None:
         console.print()
-        render_check(console, checked)
+        console.print(check_view(checked))
 
 
 # ---------- the two other modes ----------
@@ -167,9 +167,9 @@ def list_command(console, as_json: bool) -> None:
         emit_json({"conventions": [{"name": c.name, "family": c.family, "accepts": c.accepts, "summary": c.summary}
                                    for c in CONVENTIONS.values()], "aliases": ALIASES})
         return
-    from tracer.render.mask_row_view import render_list
+    from tracer.render.mask_row_view import ConventionsView
 
-    render_list(console, list(CONVENTIONS.values()))
+    console.print(ConventionsView(list(CONVENTIONS.values())))
 
 
 def row_command(console, row: str, tokens, query, row_keep, as_json: bool) -> None:
@@ -188,9 +188,9 @@ def row_command(console, row: str, tokens, query, row_keep, as_json: bool) -> No
     if as_json:
         emit_json(worked.to_json())
         return
-    from tracer.render.mask_row_view import render_row
+    from tracer.render.mask_row_view import worked_row_view
 
-    render_row(console, worked)
+    console.print(worked_row_view(worked))
 
 
 # ---------- parsing helpers ----------
@@ -278,20 +278,6 @@ def parse_positions(text: str | None):
 
 
 # ---------- output ----------
-
-
-def json_safe(obj):
-    if isinstance(obj, float):
-        if math.isnan(obj):
-            return "nan"
-        if math.isinf(obj):
-            return "inf" if obj > 0 else "-inf"
-        return obj
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    return obj
 
 
 def emit_json(obj) -> None:

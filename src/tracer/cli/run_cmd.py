@@ -13,6 +13,7 @@ from tracer.cli.common import (
     check_outputs, checkpoint_files, handle_errors, keep_globs, make_console, parse_int_list, rendered, split_list,
 )
 from tracer.errors import TracerError
+from tracer.numbers import json_safe
 
 
 def register(app: typer.Typer) -> None:
@@ -160,7 +161,7 @@ def run(
         data = run_json(report, trace, full=json_full)
         if read is not None:
             data["mask_input"] = read.to_json()
-        text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+        text = json.dumps(json_safe(data), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
     else:
         text = rendered(console, lambda: show_run(console, report, trace, read, pad_side))
     write_run_outputs(save, export_html, trace, report, m, target_id)  # both files or neither, after all went well
@@ -311,11 +312,11 @@ def _masks(report: dict, labels: list[str], n: int):
 
     from tracer.render.mask_panel import render_mask
 
-    shown = render_mask(report["mask"], labels, n)
     if "cross_mask" not in report:
-        return shown
-    keys = [t["token"] for t in report["tokens"]]
-    return Group(shown, "", render_mask(report["cross_mask"], labels, n, key_labels=keys))
+        return render_mask(report["mask"], labels, n)
+    keys = [t["token"] for t in report["tokens"]]  # two panels of one section: 4a self-attention, 4b cross-attention
+    return Group(render_mask(report["mask"], labels, f"{n}a"), "",
+                 render_mask(report["cross_mask"], labels, f"{n}b", key_labels=keys))
 
 
 def position_rule(text: str | None) -> str:
@@ -360,10 +361,10 @@ def show_mask_input(console, read, tokens: list[str]) -> None:
     """How tracer read --mask: the same explanation as `tracer mask`."""
     from rich.rule import Rule
 
-    from tracer.render.mask_view import render_result
+    from tracer.render.mask_view import result_view
 
     console.print(Rule(f"[bold]0 · --mask, read as {read.convention}[/]", align="left"))
-    render_result(console, read, tokens=tokens)
+    console.print(result_view(read, tokens=tokens))
     console.print()
 
 

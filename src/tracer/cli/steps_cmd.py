@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from tracer.cli.common import handle_errors, make_console
 from tracer.errors import TracerError
@@ -52,12 +50,7 @@ def steps(
         print(json.dumps([{"name": name, "axes": list(d.axes), "what": d.what, "routes": list(d.routes)} for name, d in rows],
                          ensure_ascii=False, indent=1))
         return
-    title = f"step names of the {route} route" if route else "step names ({i} = block index)"
-    table = Table(title=title + (" ({i} = block index)" if route else ""), title_justify="left", box=None, pad_edge=False,
-                  caption="tracer generate records decoding step t under decode.{t}. + these names", caption_justify="left")
-    table.add_column("name", style="bold", no_wrap=True)
-    table.add_column("axes", overflow="fold")
-    table.add_column("what", overflow="fold")
-    for name, d in rows:
-        table.add_row(name, escape("[" + ", ".join(d.axes) + "]"), escape(d.what))
-    make_console().print(table)
+    from tracer.render.steps_view import StepsTable
+
+    title = f"step names of the {route} route ({{i}} = block index)" if route else "step names ({i} = block index)"
+    make_console().print(StepsTable(rows, title, "tracer generate records decoding step t under decode.{t}. + these names"))

@@ -1,8 +1,8 @@
 """The diff as JSON for programs.
 
-Non-finite numbers are not JSON: they become null. An exact match has
-nmse_db = null and `"exact": true`; a growth of null next to
-`"introduced": true` means the error starts at that step.
+Non-finite numbers are not JSON: they are written as the strings "inf", "-inf", "nan", as in every
+`--json` output (tracer.numbers.json_safe). An exact match has nmse_db "-inf" and `"exact": true`;
+a growth of "inf" next to `"introduced": true` means the error starts at that step.
 """
 
 from __future__ import annotations
@@ -11,17 +11,10 @@ import math
 from dataclasses import asdict
 
 from tracer.diff.compare import DiffReport, StepDiff
+from tracer.numbers import json_safe
 
 
-def clean(value):
-    """Recursively replace inf/nan floats with None and tuples with lists."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean(v) for v in value]
-    return value
+
 
 
 def step_json(s: StepDiff) -> dict:
@@ -74,4 +67,4 @@ def report_json(report: DiffReport) -> dict:
     out.update(report.extras)
     if "inputs" in report.extras:  # two different inputs never "match"; only their shared prefix was compared
         out["verdict"] = "inputs differ"
-    return clean(out)
+    return json_safe(out)

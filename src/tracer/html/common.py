@@ -6,6 +6,8 @@ import html
 import math
 import unicodedata
 
+from tracer.numbers import num
+
 
 def esc(value) -> str:
     """Every string that reaches the page goes through here (quotes too: it may land in an attribute)."""
@@ -13,20 +15,8 @@ def esc(value) -> str:
 
 
 def fmt(x, digits: int = 4) -> str:
-    """A number as a person reads it: fixed for ordinary sizes, scientific for tiny or huge ones."""
-    if x is None:
-        return "–"
-    if isinstance(x, str):
-        return x
-    if isinstance(x, bool) or isinstance(x, int):
-        return str(x)
-    if not math.isfinite(x):
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    if x == 0:
-        return "0"
-    if 1e-3 <= abs(x) < 1e5:
-        return f"{x:.{digits}f}".rstrip("0").rstrip(".") if abs(x) < 1 else f"{x:.{max(1, digits - 2)}f}"
-    return f"{x:.{max(1, digits - 2)}e}"
+    """A number as a person reads it: the screen's format (tracer.numbers.num), so both print one number alike."""
+    return "–" if x is None else num(x, digits)
 
 
 def uniform(values, decimals: int = 3) -> list[str]:

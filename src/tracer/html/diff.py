@@ -23,10 +23,10 @@ def error_points(steps: list[dict]) -> tuple[list[dict], float]:
         tip = f"{s['name']}: {s['status']}"
         if v is not None:
             tip += f"; max |B−A| {fmt(v)}" + (" (exact)" if v == 0 else "")
-        if m.get("nmse_db") is not None:
-            tip += f"; NMSE {m['nmse_db']:.1f} dB"
+        if m.get("nmse_db") is not None:  # a number, or "-inf" / "inf" / "nan" (JSON's non-finite strings)
+            tip += f"; NMSE {m['nmse_db']:.1f} dB" if isinstance(m["nmse_db"], float) else f"; NMSE {m['nmse_db']} dB"
         if m.get("cosine") is not None:
-            tip += f"; cosine {m['cosine']:.6f}"
+            tip += f"; cosine {m['cosine']:.6f}" if isinstance(m["cosine"], float) else f"; cosine {m['cosine']}"
         if s.get("reason"):
             tip += f"; {s['reason']}: {s.get('detail', '')}"
         y = None if v is None or s["status"] not in ("pass", "fail") else float(v)

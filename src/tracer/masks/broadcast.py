@@ -96,18 +96,29 @@ def warn_misaligned_axes(b: Builder, mask: np.ndarray, roles, framework: str) ->
                f"with HEADS, not batch{' (silently, because H == B)' if H == B else ''}; if dim0 is the batch, use {fix}",
                lands_on="H")
     if mask.ndim == 2 and shape[0] == B and B > 1 and shape[0] == Q and looks_like_padding_rows(mask):
+        keep = keep_view(mask)
+        causal = (keep == np.tri(Q, shape[1], shape[1] - Q, dtype=bool)).all()  # also a bottom-right causal mask
         b.warn("ML006", f"the 2-D mask {fmt_shape(shape)} has {B} rows like a (B,K) padding mask, but right-alignment "
-               f"reads its rows as QUERIES (silently, because Q == B); use m[:, None, None, :] -> ({B},1,1,{K})",
+               f"reads its rows as QUERIES (silently, because Q == B); use m[:, None, None, :] -> ({B},1,1,{K})"
+               + (" (if it is a bottom-right causal mask of the queries, it is read as meant)" if causal else ""),
                lands_on="Q")
 
 
 def looks_like_padding_rows(mask: np.ndarray) -> bool:
-    """Rows shaped like left padding (blocked, then kept): a causal mask never starts a row blocked-then-kept."""
+    """Rows shaped like padding: left padding (a row blocked, then kept: a causal mask never starts a row so),
+    or right padding (every row kept, then blocked, some row blocked at the end) that is not the top-left causal
+    mask of its own shape (tril: row q keeps q + 1 keys)."""
     keep = keep_view(mask)
-    for row in keep.reshape(-1, keep.shape[-1]):
+    rows = keep.reshape(-1, keep.shape[-1])
+    for row in rows:
         if not row[0] and row.any() and row[np.argmax(row):].all():
             return True
-    return False
+    if keep.ndim != 2:
+        return False
+    kept = rows.sum(axis=1)
+    prefix = all(row[:n].all() and not row[n:].any() for row, n in zip(rows, kept))
+    top_left_causal = (keep == np.tri(*keep.shape, dtype=bool)).all()
+    return bool(prefix and kept.min() > 0 and (kept < keep.shape[1]).any() and not top_left_causal)
 
 
 def keep_view(mask: np.ndarray, soft_threshold: float = -1e4) -> np.ndarray:

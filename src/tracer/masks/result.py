@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tracer.numbers import json_safe
+
 ROLES = "BHQK"
 
 
@@ -50,7 +52,7 @@ class MaskWarning:
     def to_json(self) -> dict:
         out = {"code": self.code, "level": self.level, "message": self.message}
         if self.data:
-            out["data"] = _jsonable(self.data)
+            out["data"] = json_safe(self.data)
         return out
 
 
@@ -167,23 +169,9 @@ class MaskResult:
             "outcomes": dict(self.outcome_notes),
             "warnings": [w.to_json() for w in self.warnings],
             "notes": list(self.notes),
-            "extra": _jsonable(self.extra),
+            "extra": json_safe(self.extra),
         }
 
 
 def fmt_shape(shape: tuple[int, ...]) -> str:
     return "(" + ",".join(str(int(n)) for n in shape) + ")"
-
-
-def _jsonable(obj):
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj

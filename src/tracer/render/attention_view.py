@@ -10,6 +10,7 @@ top-k keys (`--attn-top K` asks for that layout at any width).
 from __future__ import annotations
 
 import numpy as np
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
@@ -83,9 +84,9 @@ def top_keys(weights: np.ndarray, blocked: np.ndarray, k: int) -> list[int]:
     return [int(j) for j in order[:k] if not blocked[j]]
 
 
-def _entry(key: int, w: float, labels: list[str], n: int) -> Text:
+def _entry(key: int, w: float, labels: list[str], n: int, label_w: int = 4) -> Text:
     t = Text(f"{index_label(key, n)} ", style=DIM)
-    t.append(short(labels[key], 4) + " ")
+    t.append(short(labels[key], label_w) + " ")
     t.append("1.0" if w >= 0.995 else f"{w:.2f}"[1:], style=heat_style(w))
     return t
 
@@ -97,9 +98,25 @@ def _rest(weights: np.ndarray, shown_keys: list[int]) -> Text:
     return Text("1.0" if rest >= 0.995 else f"{rest:.2f}"[1:], style=DIM)
 
 
-def auto_top(width: int, label_w: int, n: int) -> int:
-    entry = index_digits(n) + 1 + 4 + 1 + 3 + 2
-    return max(TOP_MIN, min(TOP_MAX, (width - label_w - REST_WIDTH - 2) // entry))
+TOP_GAP = 2  # cells between the top-k table's columns
+LABEL_MAX = 12  # a key's label in a top-k entry, at most
+
+
+def fit_top(width: int, first_w: int, n: int, longest: int, k: int | None) -> tuple[int, int]:
+    """(k, label width) of the top-k layout at this width: entries `12 ␣word .34` are never cut. The labels get
+    the room the width leaves (up to their longest, at most LABEL_MAX); an asked-for k that cannot fit even with
+    3-cell labels is lowered to what fits."""
+    room = width - first_w - TOP_GAP - len("rest")
+
+    def each(label_w: int) -> int:
+        return index_digits(n) + 1 + label_w + 1 + 3 + TOP_GAP
+
+    want = max(3, min(longest, LABEL_MAX))
+    if k is None:
+        k = max(TOP_MIN, min(TOP_MAX, room // each(want)))
+    k = max(1, min(k, room // each(3)))
+    label_w = max(3, min(want, room // k - each(0)))
+    return k, label_w
 
 
 class AttentionBody:
@@ -116,7 +133,7 @@ class AttentionBody:
         label_w = index_digits(len(row_labels(att))) + 1 + LABEL_WIDTH + 1
         if att["selected"] == "all":
             return "heads" if max(len(real), len(qreal)) <= COMPACT_LIMIT else "top"
-        cols_fit = (width - label_w - SUM_WIDTH - REST_WIDTH) // CELL
+        cols_fit = key_columns(width, label_w)
         if len(real) <= cols_fit:
             return "grid"
         return "window" if cols_fit >= MIN_WINDOW else "top"
@@ -131,7 +148,7 @@ class AttentionBody:
         if mode == "heads":
             yield from all_heads(att, real, qreal, width)
         elif mode in ("grid", "window"):
-            cols = shown(real, key_focus(att, real, focus), max((width - label_w - SUM_WIDTH - REST_WIDTH) // CELL, 4))
+            cols = shown(real, key_focus(att, real, focus), max(key_columns(width, label_w), 4))
             rows = shown(qreal, focus, ROWS)
             yield single_head(att, rows, cols)
             if GAP in rows or GAP in cols:
@@ -139,8 +156,17 @@ class AttentionBody:
                            "rest = the weight on the keys left out; --attn-top K lists each row's strongest keys.",
                            style=DIM)
         else:
-            k = self.top or auto_top(width, label_w if att["selected"] != "all" else len("head 00 (kv 00)") + 2, n)
-            yield top_k_table(att, qreal, focus, k)
+            yield top_k_table(att, qreal, focus, self.top, width)
+
+
+QUERY_HEADER = "query ↓ key →"
+
+
+def key_columns(width: int, label_w: int) -> int:
+    """How many 4-cell key columns one head's grid holds beside its query labels (at least as wide as their
+    header), the rest column and the checked row sum; each of the grid's columns has one cell of padding."""
+    first = max(label_w, cell_len(QUERY_HEADER) + 1)
+    return (width - first - SUM_WIDTH - REST_WIDTH - 1) // CELL
 
 
 def all_heads(att: dict, real: list[int], qreal: list[int], width: int) -> RenderResult:
@@ -188,7 +214,7 @@ def single_head(att: dict, rows: list[int | None], cols: list[int | None]) -> Ta
     labels, n = row_labels(att), len(att["labels"])
     windowed = GAP in cols
     table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1, 0, 0), show_header=True)
-    table.add_column(Text("query ↓ key →", style=DIM), no_wrap=True)
+    table.add_column(Text(QUERY_HEADER, style=DIM), no_wrap=True)
     table.add_column(index_header(cols, n, 3), no_wrap=True)
     if windowed:
         table.add_column(Text("rest", style=DIM), justify="right", no_wrap=True)
@@ -209,13 +235,22 @@ def single_head(att: dict, rows: list[int | None], cols: list[int | None]) -> Ta
     return table
 
 
-def top_k_table(att: dict, qreal: list[int], focus: int, k: int) -> Group:
-    """Per query row (one head) or per head (all heads, the focus row): its k strongest keys, then the rest."""
+def top_k_table(att: dict, qreal: list[int], focus: int, k: int | None = None, width: int = 120) -> Group:
+    """Per query row (one head) or per head (all heads, the focus row): its k strongest keys, then the rest.
+    k None: as many as the width holds (TOP_MIN..TOP_MAX); the key labels take the room left."""
     labels, qlabels = att["labels"], row_labels(att)
     n = len(labels)
     blocked = np.asarray(att["blocked"])
     every_head = att["selected"] == "all"
-    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style=DIM)
+    pairs = ([(h, focus) for h in att["heads"]] if every_head
+             else [(att["heads"][0], q) for q in shown(qreal, focus, ROWS)])
+    if every_head:
+        first_w = max(cell_len(head_title(h, att["n_heads"], att["n_kv_heads"])) for h in att["heads"])
+    else:
+        first_w = max(_label(q, qlabels[q], len(qlabels)).cell_len for _, q in pairs if q is not None)
+    asked = k
+    k, label_w = fit_top(width, max(first_w, len("query")), n, max(cell_len(labels[p]) for p in key_positions(att)), k)
+    table = Table(box=None, pad_edge=False, padding=(0, TOP_GAP, 0, 0), header_style=DIM)
     if every_head:  # every row is the focus query: the note names it
         table.add_column("head", no_wrap=True, header_style=DIM)
     else:
@@ -223,8 +258,6 @@ def top_k_table(att: dict, qreal: list[int], focus: int, k: int) -> Group:
     for r in range(k):
         table.add_column(f"key {r + 1}", no_wrap=True)
     table.add_column("rest", no_wrap=True, justify="right")
-    pairs = ([(h, focus) for h in att["heads"]] if every_head
-             else [(att["heads"][0], q) for q in shown(qreal, focus, ROWS)])
     for h, q in pairs:
         first = [Text(head_title(h, att["n_heads"], att["n_kv_heads"]), style="bold")] if every_head else []
         if q is None:
@@ -232,12 +265,18 @@ def top_k_table(att: dict, qreal: list[int], focus: int, k: int) -> Group:
             continue
         w = np.asarray(h["weights"][q])
         top = top_keys(w, blocked[q], k)
-        entries = [_entry(j, float(w[j]), labels, n) for j in top] + [Text("")] * (k - len(top))
+        entries = [_entry(j, float(w[j]), labels, n, label_w) for j in top] + [Text("")] * (k - len(top))
         query = [] if every_head else [_label(q, qlabels[q], len(qlabels))]
         table.add_row(*first, *query, *entries, _rest(np.where(blocked[q], 0.0, w), top))
     what = f"Per head, the keys query {focus} ({qlabels[focus]}) reads most" if every_head else "Per query, the keys it reads most"
-    note = Text(f"{what}; rest = all others (--attn-top K).", style=DIM)
+    fewer = f" ({k} of the {asked} asked fit this width)" if asked is not None and k < asked else ""
+    note = Text(f"{what}; rest = all others (--attn-top K){fewer}.", style=DIM)
     return Group(table, note)
+
+
+def key_positions(att: dict) -> list[int]:
+    """The key positions a top-k entry can name (every real key)."""
+    return real_positions(att) or [0]
 
 
 def _check_line(att: dict) -> Text:

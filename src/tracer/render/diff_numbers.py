@@ -64,7 +64,9 @@ def error_column(values: list[float | None]):
     """One format down a column of errors: exponent form on every row once any nonzero value needs it
     (below 0.01 or from 1e4), else the same decimals on every row; an exact 0 stays `0`."""
     nonzero = [abs(v) for v in values if v is not None and v != 0 and math.isfinite(v)]
-    if any(v < 1e-2 or v >= 1e4 for v in nonzero):
+    decimals = max(4 - len(str(int(max(nonzero, default=0.0)))), 1)
+    # exponent form when a value needs it, or when the decimals the largest leaves would show the smallest with
+    # fewer than 2 significant digits (0.0185 beside 4500.0 read `0.0`)
+    if any(v < 1e-2 or v >= 1e4 for v in nonzero) or any(v * 10 ** decimals < 10 for v in nonzero):
         return lambda v: "" if v is None else "0" if v == 0 else "inf" if math.isinf(v) else f"{v:.2e}"
-    decimals = 4 - len(str(int(max(nonzero, default=0.0))))
-    return lambda v: "" if v is None else "0" if v == 0 else "inf" if math.isinf(v) else f"{v:.{max(decimals, 1)}f}"
+    return lambda v: "" if v is None else "0" if v == 0 else "inf" if math.isinf(v) else f"{v:.{decimals}f}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
@@ -22,49 +22,56 @@ BAR_FLOOR_DB = -160.0
 BAR_WIDTH = 16
 
 
-def render_diff(console: Console, report: DiffReport, show_all: bool = False) -> None:
-    inputs = report.extras.get("inputs")
-    if inputs is not None:
-        console.print(inputs_view(report, inputs))
-    console.print(verdict(report))
-    console.print(Text(f"  {report.ref_label}  →  {report.mine_label}    atol {report.atol:g}, rtol {report.rtol:g}", style="dim"))
-    for note in report.notes:
-        console.print(Text(f"  note: {note}", style="dim"))
-    for w in report.extras.get("warnings") or ():
-        label = report.ref_label if w["side"] == "reference" else report.mine_label
-        console.print(Text(f"  warning ({w['side']}, {label}): {w['message']}", style=CAUTION))
-    if report.extras.get("expert_choice"):
-        console.print()
-        console.print(expert_choice_line(report.extras["expert_choice"]))
-    first = report.first_divergence
-    if first is not None:
-        console.print()
-        console.print(first_divergence(report, first))
-    if "generation" in report.extras:
-        console.print()
-        console.print(generation_summary_view(report.extras["generation"]))
-    if "names" in report.extras:
-        console.print()
-        console.print(name_map_summary(report.extras["names"]))
-    if report.blocks:
-        console.print()
-        console.print(profile_table(report.blocks, console.width))
-    dist = distribution_summary(report)
-    if dist is not None:
-        console.print()
-        console.print(dist)
-    if "weights" in report.extras:
-        console.print()
-        console.print(weights_summary(report.extras["weights"]))
-    if report.extras.get("moved_tokens"):
-        console.print()
-        console.print(moved_tokens_view(report.extras["moved_tokens"]))
-    only = one_sided(report)
-    if only is not None:
-        console.print()
-        console.print(only)
-    console.print()
-    console.print(steps_table(report, show_all, console.width))
+class DiffScreen:
+    """The whole diff screen; the tables take the width they are given."""
+
+    def __init__(self, report: DiffReport, show_all: bool = False):
+        self.report, self.show_all = report, show_all
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        report, show_all, width = self.report, self.show_all, options.max_width
+        inputs = report.extras.get("inputs")
+        if inputs is not None:
+            yield inputs_view(report, inputs)
+        yield verdict(report)
+        yield Text(f"  {report.ref_label}  →  {report.mine_label}    atol {report.atol:g}, rtol {report.rtol:g}", style="dim")
+        for note in report.notes:
+            yield Text(f"  note: {note}", style="dim")
+        for w in report.extras.get("warnings") or ():
+            label = report.ref_label if w["side"] == "reference" else report.mine_label
+            yield Text(f"  warning ({w['side']}, {label}): {w['message']}", style=CAUTION)
+        if report.extras.get("expert_choice"):
+            yield Text("")
+            yield expert_choice_line(report.extras["expert_choice"])
+        first = report.first_divergence
+        if first is not None:
+            yield Text("")
+            yield first_divergence(report, first)
+        if "generation" in report.extras:
+            yield Text("")
+            yield generation_summary_view(report.extras["generation"])
+        if "names" in report.extras:
+            yield Text("")
+            yield name_map_summary(report.extras["names"])
+        if report.blocks:
+            yield Text("")
+            yield profile_table(report.blocks, width)
+        dist = distribution_summary(report)
+        if dist is not None:
+            yield Text("")
+            yield dist
+        if "weights" in report.extras:
+            yield Text("")
+            yield weights_summary(report.extras["weights"])
+        if report.extras.get("moved_tokens"):
+            yield Text("")
+            yield moved_tokens_view(report.extras["moved_tokens"])
+        only = one_sided(report)
+        if only is not None:
+            yield Text("")
+            yield only
+        yield Text("")
+        yield steps_table(report, show_all, width)
 
 
 # ---------- verdict and first divergence ----------
@@ -194,6 +201,8 @@ def bar(db: float | None, width: int = BAR_WIDTH) -> str:
         return ""
     if db == -math.inf:
         return "·"
+    if math.isnan(db):
+        return "?"  # a NaN error: the dB column next to it says nan
     filled = max(1, min(width, round((db - BAR_FLOOR_DB) / -BAR_FLOOR_DB * width)))
     return "█" * filled
 

@@ -29,11 +29,13 @@ def bar(p: float, width: int = BAR_WIDTH) -> Text:
 def render_distribution(report: dict, number: int = 6) -> Group:
     fills = report.get("fills")
     if fills:  # an MLM prompt with several mask tokens: one table each
-        return Group(*[_one_distribution(f["distribution"], f["top_k"], number) for f in fills])
+        letters = "abcdefghijklmnopqrstuvwxyz"  # one section, one panel per mask: 6a, 6b, ...
+        return Group(*[_one_distribution(f["distribution"], f["top_k"], f"{number}{letters[i % 26]}")
+                       for i, f in enumerate(fills)])
     return _one_distribution(report["distribution"], report["top_k"], number)
 
 
-def _one_distribution(d: dict, top_k: list[dict], number: int) -> Group:
+def _one_distribution(d: dict, top_k: list[dict], number: int | str) -> Group:
     if d.get("kind") == "fill":
         title = f"Fill in  the mask at position {d['position']}"
         caption = ("probs = softmax(logits) at the masked position: what the model thinks belongs there, "
@@ -106,8 +108,10 @@ def render_lens(lens: dict, number: int = 7) -> Group:
         table.add_column(Text(f"p({target['token']})", style="bold underline"), justify="right", no_wrap=True, max_width=16)
         table.add_column("", no_wrap=True)
         table.add_column("rank", justify="right", no_wrap=True, style=DIM)
-    top_f, final_f = prob_column(r["top_prob"] for r in rows), prob_column(r["final_top_prob"] for r in rows)
-    target_f = prob_column(r.get("target_prob") for r in rows)
+    # one format for every probability of the table: a row can hold one probability twice (the top token is
+    # the final one), and 1.000 beside 1.0e+00 reads as two numbers
+    every = [r[k] for r in rows for k in ("top_prob", "final_top_prob", "target_prob") if r.get(k) is not None]
+    top_f = final_f = target_f = prob_column(every)
     for r in rows:
         where = "embedding" if r["layer"] == "embed" else f"block {r['layer']}"
         top = piece_text(r["top"]["token"], r["top"]["special"])

@@ -6,7 +6,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from tracer.render.theme import CAUTION, DIM, OK, SPECIAL, WARN, bare_shape, calm, caution_lines, heading, num, prob, short
+from tracer.checkpoint.pieces import byte_group, shown_piece, split_utf8
+from tracer.model.inputs import LONG_CODE
+from tracer.render.columns import prob_column
+from tracer.render.theme import CAUTION, DIM, OK, PARTIAL, SPECIAL, WARN, bare_shape, calm, caution_lines, heading, num, short
 
 STRIP_MAX = 32  # cache slots drawn one character each; longer caches are summarised
 KEEP, PAD, OUTSIDE = "■", "·", "×"
@@ -43,8 +46,9 @@ def _eos_text(gen) -> str:
     return f"; stops at EOS {gen.eos_ids}" if gen.eos_ids else "; EOS ignored"
 
 
-def render_steps(gen, number: int = 2, width: int = 120) -> Group:
-    """One row per new token (per batch row); token ids only when the terminal is wide enough."""
+def render_steps(gen, number: int = 2, width: int = 120, vocab=None) -> Group:
+    """One row per new token (per batch row); token ids only when the terminal is wide enough.
+    vocab (the tokenizer's describe_id): tokens shown as `tracer run` shows them (`␣cat`, `<e5 8e>`)."""
     check = gen.recompute_max_abs() is not None
     ids = width >= 100
     multi = len(gen.rows) > 1
@@ -60,16 +64,18 @@ def render_steps(gen, number: int = 2, width: int = 120) -> Group:
     if timed:
         table.add_column("ms", justify="right")
     limit = past_limit(gen)
+    chosen = [rs for st in gen.steps for rs in st.rows if rs is not None]
+    p_f, p2_f = prob_column(rs.prob for rs in chosen), prob_column(rs.runner_prob for rs in chosen)  # one format a column
     for st in gen.steps:
         first = True
         for r, rs in enumerate(st.rows):
             if rs is None:
                 continue
             first_in = "start" if gen.prefill["encoder_shape"] is not None else "prompt"  # the decoder start token
-            fed = first_in if rs.fed_id is None else _tok(gen, rs.fed_id, ids)
+            fed = first_in if rs.fed_id is None else _tok(gen, rs.fed_id, ids, vocab)
             cells = [str(st.t) if first else ""] + ([str(r)] if multi else []) + [
                 _position(rs.position, limit), fed, f"{st.cache_before}→{st.cache_after}" if first else "",
-                _tok(gen, rs.token_id, ids), prob(rs.prob), _tok(gen, rs.runner_id, ids), prob(rs.runner_prob)]
+                _tok(gen, rs.token_id, ids, vocab), p_f(rs.prob), _tok(gen, rs.runner_id, ids, vocab), p2_f(rs.runner_prob)]
             if check:
                 cells.append(num(rs.recompute_max_abs, 2))
             if timed:
@@ -84,7 +90,8 @@ def render_steps(gen, number: int = 2, width: int = 120) -> Group:
 
 def past_limit(gen) -> int | None:
     """The decoder's max_position_embeddings when this generation ran past it (--allow-long), else None."""
-    limits = [w["data"]["limit"] for w in gen.warnings if (w.get("data") or {}).get("stack") != "encoder"]
+    limits = [w["data"]["limit"] for w in gen.warnings
+              if w.get("code") == LONG_CODE and (w.get("data") or {}).get("stack") != "encoder"]
     return min(limits) if limits else None
 
 
@@ -95,9 +102,13 @@ def _position(pos: int, limit: int | None) -> Text:
     return Text(str(pos))
 
 
-def _tok(gen, tid: int, with_id: bool = True) -> str:
-    text = gen.texts.get(tid, f"<{tid}>")
-    shown = text.replace("\n", "\\n") if text.strip() else repr(text)
+def _tok(gen, tid: int, with_id: bool = True, vocab=None) -> str:
+    if vocab is not None:
+        d = vocab(tid)
+        shown = shown_piece(d["piece"], d["bytes"], d["special"])
+    else:
+        text = gen.texts.get(tid, f"<{tid}>")
+        shown = text.replace("\n", "\\n") if text.strip() else repr(text)
     return short(f"{shown} ({tid})" if with_id else shown, 24 if with_id else 10)
 
 
@@ -120,7 +131,7 @@ def render_cache(gen, number: int = 3, batch_row: int | None = None) -> Group:
             strips.append_text(_strip(p["blocked"][r], p["k_shape"][2]))
         table.add_row(str(st.t), bare_shape(p["k_shape"]), bare_shape(p["scores_shape"]), strips, _bytes(p["bytes_total"]))
     last = gen.steps[-1].panel
-    legend = Text(f"  {KEEP} attended   {PAD} padding (left)", style=DIM)
+    legend = Text(f"  {KEEP} seen   {PAD} padding (left)", style=DIM)  # the words of the man page's legend
     if window is not None:
         legend.append(f"   {OUTSIDE} older than the sliding window of {window}", style=DIM)
     notes = [legend, Text(f"  the cache holds {_bytes(last['bytes_per_token'])} per position (K and V, every layer, "
@@ -156,12 +167,36 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
-def render_text(gen, dtype: str, number: int = 4) -> Group:
+def new_text(row, vocab=None) -> Text:
+    """What was generated: the decoded text; where it holds special tokens or bytes that are only part of a
+    character (U+FFFD in the decoded text), the tokens' bytes read as `tracer run` shows them: whole characters
+    as text, partial ones as `<e5 8e>`, specials as their piece (`<pad>`, `</s>`)."""
+    if vocab is None or (row.text and "\ufffd" not in row.text and not any(vocab(i)["special"] for i in row.new_ids)):
+        return Text(row.text if row.text else " ".join(f"<{i}>" for i in row.new_ids), style="bold")
+    out, run = Text(style="bold"), b""
+
+    def flush(raw: bytes) -> None:
+        for part in split_utf8(raw):
+            out.append(byte_group(part) if isinstance(part, bytes) else part, style=PARTIAL if isinstance(part, bytes) else "")
+
+    for i in row.new_ids:
+        d = vocab(i)
+        if d["special"]:
+            flush(run)
+            run = b""
+            out.append(d["piece"], style=SPECIAL)
+        else:
+            run += bytes.fromhex(d["bytes"])
+    flush(run)
+    return out
+
+
+def render_text(gen, dtype: str, number: int = 4, vocab=None) -> Group:
     lines = []
     for r, row in enumerate(gen.rows):
         t = Text(f"  row {r}: " if len(gen.rows) > 1 else "  ")
         t.append(gen.prompts[r] if gen.prompts[r] else f"ids {row.prompt_ids} -> ", style=DIM)
-        t.append(row.text if row.text else " ".join(f"<{i}>" for i in row.new_ids), style="bold")
+        t.append_text(new_text(row, vocab))
         t.append(f"   [{len(row.new_ids)} new, stop: {row.stop}]", style=DIM)
         lines.append(t)
     worst = gen.recompute_max_abs()

@@ -137,7 +137,7 @@ def _bucket_table(b: dict) -> Group:
     return Group(note, table)
 
 
-def render_mask(mask: dict, labels: list[str], number: int = 4, key_labels: list[str] | None = None) -> Group:
+def render_mask(mask: dict, labels: list[str], number: int | str = 4, key_labels: list[str] | None = None) -> Group:
     sharing = mask["layers_sharing"]
     where = {"encoder": "encoder ", "decoder": "decoder "}.get(mask.get("stack", ""), "")
     if mask.get("part") == "cross_attn":

@@ -8,10 +8,11 @@ turns it off. Big grids are capped with a note; --show b=0,h=0..1,q=0..7 selects
 from __future__ import annotations
 
 import numpy as np
-from rich.console import Console
+from rich.console import Group
 from rich.text import Text
 
 from tracer.errors import TracerError
+from tracer.masks.pitfalls import PITFALLS, cited
 from tracer.masks.result import MaskResult, MaskWarning
 from tracer.masks.warnings import _ranges
 
@@ -106,40 +107,39 @@ def group_label(cells: list[tuple[int, int]], B: int, H: int) -> str:
 # ---------- the main view ----------
 
 
-def render_result(console: Console, result: MaskResult, show: str | None = None, tokens: list[str] | None = None) -> None:
+def result_view(result: MaskResult, show: str | None = None, tokens: list[str] | None = None) -> Group:
     B, H, Q, K = result.score_shape
-    console.print(Text.assemble(("convention ", "bold"), (result.convention, "bold"), f"   {result.summary}"))
-    console.print(f"scores     [B={B}, H={H}, Q={Q}, K={K}] {result.score_dtype}")
-    render_input(console, result)
+    out: list = [Text.assemble(("convention ", "bold"), (result.convention, "bold"), f"   {result.summary}"),
+                 Text(f"scores     [B={B}, H={H}, Q={Q}, K={K}] {result.score_dtype}")]
+    out += input_lines(result)
     if result.steps:
-        console.print(Text("steps", style="bold"))
-        for s in result.steps:
-            console.print(Text("  " + s.line()))
-    for note in result.notes:
-        console.print(Text("  note: " + note, style="dim"))
-    render_pattern(console, result, show, tokens)
-    render_extras(console, result)
-    render_fully_masked(console, result)
-    render_warnings(console, result.warnings)
+        out.append(Text("steps", style="bold"))
+        out += [Text("  " + s.line()) for s in result.steps]
+    out += [Text("  note: " + note, style="dim") for note in result.notes]
+    out += pattern_lines(result, show, tokens)
+    out += extras_lines(result)
+    out += fully_masked_lines(result)
+    out += warning_lines(result.warnings)
+    return Group(*out, *pitfall_legend(out))
 
 
-def render_input(console: Console, result: MaskResult) -> None:
+def input_lines(result: MaskResult) -> list[Text]:
     info = result.input
     if info.shape is None:
         text = "none" if info.origin == "none" else f"{info.origin} {info.text!r}"
-        console.print(f"input      {text}")
-        return
+        return [Text(f"input      {text}")]
     values = ", ".join(f"{v}:{n}" for v, n in info.values) + (" ..." if info.distinct > len(info.values) else "")
     line = f"input      shape {tuple(info.shape)} {info.dtype}   values {{{values}}}"
     if info.n_nan or info.n_posinf or info.n_neginf:
         line += f"   nan {info.n_nan}, +inf {info.n_posinf}, -inf {info.n_neginf}"
-    console.print(Text(line))
+    out = [Text(line)]
     if info.note:
-        console.print(Text(f"           {info.note}", style="dim"))
+        out.append(Text(f"           {info.note}", style="dim"))
+    return out
 
 
-def render_pattern(console: Console, result: MaskResult, show: str | None, tokens: list[str] | None,
-                   grids: dict | None = None, title: str = "pattern") -> None:
+def pattern_lines(result: MaskResult, show: str | None, tokens: list[str] | None,
+                  grids: dict | None = None, title: str = "pattern") -> list[Text]:
     B, H, Q, K = result.score_shape
     sel = parse_show(show, result.score_shape)
     if grids is None:
@@ -148,20 +148,20 @@ def render_pattern(console: Console, result: MaskResult, show: str | None, token
     legend = "■ keep  · blocked (-inf)  ~ soft block (finite fill)  +/- kept with bias"
     if title != "pattern":
         legend = "× differs  ■ both keep  · both block"
-    console.print(Text.assemble((title, "bold"), ("   " + legend, "dim")))
+    out = [Text.assemble((title, "bold"), ("   " + legend, "dim"))]
     key_offset = K - Q
     if tokens:
         listing = "  ".join(f"{i}:{t}" for i, t in enumerate(tokens[:MAX_COLS]))
-        console.print(Text("  keys  " + listing, style="dim"))
+        out.append(Text("  keys  " + listing, style="dim"))
     for cells, grid in groups[:MAX_SLICES]:
         label = group_label(cells, B, H)
         suffix = " identical" if len(cells) > 1 else ""
-        console.print(Text(f"  {label}{suffix}", style="bold"))
-        for line in grid_lines(grid, sel["q"], sel["k"], tokens, key_offset, counts=(title == "pattern")):
-            console.print(line)
+        out.append(Text(f"  {label}{suffix}", style="bold"))
+        out += grid_lines(grid, sel["q"], sel["k"], tokens, key_offset, counts=(title == "pattern"))
     if len(groups) > MAX_SLICES:
-        console.print(Text(f"  ... {len(groups) - MAX_SLICES} more distinct slice(s): select with --show b=..,h=..",
-                           style="dim"))
+        out.append(Text(f"  ... {len(groups) - MAX_SLICES} more distinct slice(s): select with --show b=..,h=..",
+                        style="dim"))
+    return out
 
 
 def grid_lines(grid: np.ndarray, qs: list[int], ks: list[int], tokens, key_offset: int, counts: bool = True) -> list[Text]:
@@ -198,67 +198,84 @@ def query_token(tokens, q: int, key_offset: int) -> str | None:
     return tokens[i] if 0 <= i < len(tokens) else None
 
 
-def render_extras(console: Console, result: MaskResult) -> None:
+def extras_lines(result: MaskResult) -> list[Text]:
+    out = []
     if result.bias is not None:
         kept = result.bias[result.keep]
-        console.print(Text(f"bias       on kept cells: {kept.min():.4g} .. {kept.max():.4g}  "
-                           f"({int(np.count_nonzero(result.bias))} nonzero)"))
+        out.append(Text(f"bias       on kept cells: {kept.min():.4g} .. {kept.max():.4g}  "
+                        f"({int(np.count_nonzero(result.bias))} nonzero)"))
     slopes = result.extra.get("alibi_slopes")
     if slopes is not None:
         flat = np.asarray(slopes).reshape(-1)
-        console.print(Text("slopes     " + ", ".join(f"{s:.4g}" for s in flat[:8]) + (" ..." if flat.size > 8 else "")))
+        out.append(Text("slopes     " + ", ".join(f"{s:.4g}" for s in flat[:8]) + (" ..." if flat.size > 8 else "")))
     buckets = result.extra.get("buckets")
     if buckets is not None:
-        console.print(Text("buckets    [Q, K] relative-position bucket ids", style="bold"))
+        out.append(Text("buckets    [Q, K] relative-position bucket ids", style="bold"))
         for q, row in enumerate(np.asarray(buckets)[:MAX_ROWS]):
-            console.print(Text(f"    q={q:<3} " + " ".join(f"{int(v):>2}" for v in row[:32]) + (" …" if row.size > 32 else "")))
+            out.append(Text(f"    q={q:<3} " + " ".join(f"{int(v):>2}" for v in row[:32]) + (" …" if row.size > 32 else "")))
     objects = result.extra.get("attn_bias_objects")
     if objects:
-        console.print(Text("objects    " + ", ".join(objects)))
+        out.append(Text("objects    " + ", ".join(objects)))
+    return out
 
 
-def render_fully_masked(console: Console, result: MaskResult) -> None:
+def fully_masked_lines(result: MaskResult) -> list[Text]:
     rows = result.fully_masked()
     if not rows:
-        return
+        return []
     from tracer.masks.warnings import describe_rows
 
     outcomes = sorted({result.row_outcome(*r) for r in rows})
-    console.print(Text.assemble(("fully masked ", "bold"), f"{len(rows)} row(s): {describe_rows(rows, result.score_shape)}"))
-    console.print(Text.assemble("  here: ", (" / ".join(outcomes), "bold")))
-    for backend, what in result.outcome_notes.items():
-        console.print(Text(f"  {backend}: {what}", style="dim"))
+    out = [Text.assemble(("fully masked ", "bold"), f"{len(rows)} row(s): {describe_rows(rows, result.score_shape)}"),
+           Text.assemble("  here: ", (" / ".join(outcomes), "bold"))]
+    out += [Text(f"  {backend}: {what}", style="dim") for backend, what in result.outcome_notes.items()]
+    return out
 
 
-def render_warnings(console: Console, warnings: list[MaskWarning]) -> None:
+def warning_lines(warnings: list[MaskWarning]) -> list[Text]:
+    out = []
     for w in warnings:
-        console.print(Text.assemble((f"{LEVEL_WORD[w.level]} {w.code}", LEVEL_STYLE[w.level]), f"  {w.message}"))
+        out.append(Text.assemble((f"{LEVEL_WORD[w.level]} {w.code}", LEVEL_STYLE[w.level]), f"  {w.message}"))
         if w.code == "ML008" and "top_left" in w.data:
-            render_corner_pair(console, np.asarray(w.data["top_left"]), np.asarray(w.data["bottom_right"]))
+            out += corner_pair_lines(np.asarray(w.data["top_left"]), np.asarray(w.data["bottom_right"]))
+    return out
 
 
-def render_corner_pair(console: Console, top_left: np.ndarray, bottom_right: np.ndarray) -> None:
+def warnings_view(warnings: list[MaskWarning]) -> Group:
+    lines = warning_lines(warnings)
+    return Group(*lines, *pitfall_legend(lines))
+
+
+def pitfall_legend(lines) -> list[Text]:
+    """What each porting-pitfall code the lines cite means (`P3 the mask applied after the softmax ...`)."""
+    codes = cited(line.plain for line in lines if isinstance(line, Text))
+    if not codes:
+        return []
+    return [Text("pitfalls cited (man tracer, tracer mask: Porting pitfalls)", style="dim"),
+            *[Text(f"  {code:<4} {PITFALLS[code]}", style="dim") for code in codes]]
+
+
+def corner_pair_lines(top_left: np.ndarray, bottom_right: np.ndarray) -> list[Text]:
     Q, K = top_left.shape
     if Q > 12 or K > 24:
-        return
-    console.print(Text(f"      {'top-left':<{max(K + 2, 10)}}bottom-right", style="dim"))
+        return []
+    out = [Text(f"      {'top-left':<{max(K + 2, 10)}}bottom-right", style="dim")]
     for q in range(Q):
         a = "".join("■" if v else "·" for v in top_left[q])
         b = "".join("■" if v else "·" for v in bottom_right[q])
-        console.print(Text(f"      {a:<{max(K + 2, 10)}}{b}", style="dim"))
+        out.append(Text(f"      {a:<{max(K + 2, 10)}}{b}", style="dim"))
+    return out
 
 
 # ---------- --compare and --check-weights ----------
 
 
-def render_compare(console: Console, comparison, show: str | None = None, tokens: list[str] | None = None) -> None:
+def compare_view(comparison, show: str | None = None, tokens: list[str] | None = None) -> Group:
     a, b = comparison.a, comparison.b
     style = "green" if comparison.kind == "identical" else "yellow"
-    console.print(Text.assemble(("compare ", "bold"), f"{a.convention} vs {b.convention}: ",
-                                (comparison.verdict, style)))
+    head = Text.assemble(("compare ", "bold"), f"{a.convention} vs {b.convention}: ", (comparison.verdict, style))
     if comparison.kind == "identical" or not comparison.diff.any():
-        return
-    B, H, Q, K = a.score_shape
+        return Group(head)
     sel = parse_show(show, a.score_shape)
     grids = {}
     for bb in sel["b"]:
@@ -266,15 +283,16 @@ def render_compare(console: Console, comparison, show: str | None = None, tokens
             g = np.where(a.keep[bb, hh] & b.keep[bb, hh], "■", "·").astype("<U1")
             g[comparison.diff[bb, hh]] = "×"
             grids[(bb, hh)] = g
-    render_pattern(console, a, show, tokens, grids=grids, title="xor")
+    return Group(head, *pattern_lines(a, show, tokens, grids=grids, title="xor"))
 
 
-def render_check(console: Console, check) -> None:
+def check_view(check) -> Group:
     head = f"check-weights {check.source}"
     if check.scores_source:
         head += f"  (scores: {check.scores_source})"
-    console.print(Text(head, style="bold"))
+    out = [Text(head, style="bold")]
     marks = {"ok": ("ok  ", "green"), "fail": ("FAIL", "bold red"), "info": ("info", "cyan")}
     for c in check.checks:
         word, style = marks[c.status]
-        console.print(Text.assemble("  ", (word, style), f"  {c.name}: {c.detail}"))
+        out.append(Text.assemble("  ", (word, style), f"  {c.name}: {c.detail}"))
+    return Group(*out, *pitfall_legend(out))

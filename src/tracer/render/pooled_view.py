@@ -9,14 +9,18 @@ from rich.text import Text
 
 from tracer.render.theme import DIM, calm, heading, heat_style, short
 
-MODES = {"mean": "the mean over real tokens", "cls": "the first real token ([CLS])", "max": "the maximum over real tokens",
-         "mean_sqrt_len": "the sum over real tokens / sqrt(count)", "lasttoken": "the last real token",
-         "weightedmean": "the position-weighted mean (1, 2, 3, ...) over real tokens"}
+MODES = {"mean": "the mean of the last layer's vectors over the real tokens",
+         "cls": "the last layer's vector at the first real token ([CLS])",
+         "max": "the element-wise maximum of the last layer's vectors over the real tokens",
+         "mean_sqrt_len": "the sum of the last layer's vectors over the real tokens / sqrt(count)",
+         "lasttoken": "the last layer's vector at the last real token",
+         "weightedmean": "the position-weighted mean (weights 1, 2, 3, ...) of the last layer's vectors over the real tokens"}
 
 
 def render_pooled(p: dict, number: int = 6) -> Group:
-    how = MODES.get(p["mode"], p["mode"]) + (", then L2-normalised" if p["normalize"] else "")
-    caption = (f"No head: the model's output is one vector per prompt, {how} of the last layer "
+    how = MODES.get(p["mode"], f"{p['mode']} pooling of the last layer's vectors")
+    how += ", then L2-normalised to length 1" if p["normalize"] else ""
+    caption = (f"No head: the model's output is one vector per prompt: {how} "
                f"(rule from {p['source']}). Nothing here is a next token.")
     parts: list = [heading(number, f"Sentence embedding  batch row {p['batch_row']}", caption)]
     if p.get("missing"):

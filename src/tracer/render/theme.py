@@ -14,6 +14,8 @@ from rich.rule import Rule
 from rich.style import Style
 from rich.text import Text
 
+from tracer.numbers import num  # noqa: F401  (the one number format, shared with the HTML page)
+
 SPECIAL = "magenta"
 PARTIAL = "yellow"
 WARN = "bold red"
@@ -42,29 +44,6 @@ def calm(message: str) -> Text:
     return Text("  " + message, style=DIM)
 
 
-def num(x: float | None, digits: int = 3) -> str:
-    """Compact: 3 significant digits, no exponent for ordinary magnitudes."""
-    if x is None:
-        return "-"
-    if isinstance(x, str):
-        return x
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    if x == 0:
-        return "0"
-    a = abs(x)
-    if a >= 1e5 or a < 1e-3:
-        return f"{x:.{digits - 1}e}".replace("e-0", "e-").replace("e+0", "e+")
-    text = f"{x:.{digits}g}"
-    if "e" in text:  # 99.9 at 2 digits would read 1e+02
-        return f"{x:.0f}"
-    if "." not in text and "e" not in text and a < 10 ** (digits - 1):
-        text += ".0"  # 1 -> 1.0, so a rounded value does not read as an integer
-    return text
-
-
 def prob(p: float) -> str:
     """A probability for reading: 0.4123 -> 0.412, tiny ones in exponent form."""
     if p >= 0.001 or p == 0:
@@ -79,10 +58,11 @@ def stats_text(stats: dict, dtype: str, shape: list[int] | tuple[int, ...] = (),
     t = Text()
     if dtype == "bool":
         size = math.prod(shape) if shape else 0
-        kept = round(stats.get("mean", 0.0) * size)
-        t.append(f"{kept} of {size} True")
+        t.append(f"{whole(stats.get('mean', 0.0) * size)} of {size} True")
     elif dtype.startswith(("int", "uint")):
-        t.append(f"[{int(stats['min'])}, {int(stats['max'])}]")
+        t.append(f"[{whole(stats['min'])}, {whole(stats['max'])}]")
+    elif shape and (stats.get("nan") or 0) + (stats.get("inf") or 0) >= math.prod(shape):
+        t.append("no finite value")  # the statistics of the finite values would read μ 0 σ 0 [0, 0]
     else:
         t.append(f"μ {num(stats['mean'], 2)} σ {num(stats['std'], 2)}" + ("\n" if stacked else " "))
         t.append(f"[{num(stats['min'], 2)}, {num(stats['max'], 2)}]")
@@ -91,6 +71,11 @@ def stats_text(stats: dict, dtype: str, shape: list[int] | tuple[int, ...] = (),
     if stats.get("nan"):
         t.append(f" {stats['nan']} NaN", style=WARN)
     return t
+
+
+def whole(x: float) -> str:
+    """A count or an integer statistic: `12`; a non-finite one as `nan` / `inf`, never a crash."""
+    return str(round(x)) if math.isfinite(x) else num(x)
 
 
 def named_shape(axes, shape) -> str:
@@ -104,7 +89,7 @@ def bare_shape(shape) -> str:
 
 def heat_style(w: float) -> Style:
     """Background from dark to bright as the weight goes 0 -> 1; text stays readable on both ends."""
-    w = min(max(w, 0.0), 1.0)
+    w = min(max(w, 0.0), 1.0) if math.isfinite(w) else 0.0  # a NaN weight is written as text; its cell stays dark
     lo, hi = (28, 32, 48), (255, 176, 59)
     rgb = tuple(int(a + (b - a) * math.sqrt(w)) for a, b in zip(lo, hi))
     fg = "black" if w > 0.35 else "grey82"

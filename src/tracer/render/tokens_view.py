@@ -117,13 +117,14 @@ def render_tokens(report: dict, number: int = 2) -> Group:
     table.add_column("piece", no_wrap=True, max_width=24, overflow="ellipsis")
     if has_bytes:
         table.add_column("utf-8 bytes", style=DIM, no_wrap=True)
-    if has_text:
-        table.add_column("text span", overflow="fold")
+    shown = _shown_rows(tokens, report.get("position"))
+    if has_text:  # the span keeps its width (up to 20 cells); the last column wraps instead
+        span_width = max((_span_text(t).cell_len for t in shown if t is not None), default=9)
+        table.add_column("text span", overflow="fold", min_width=min(max(span_width, 9), 20))
     has_types = any(t.get("type") for t in tokens)
     if has_types:
         table.add_column("type", justify="right", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    shown = _shown_rows(tokens, report.get("position"))
+    table.add_column("", overflow="fold")
     for i, t in enumerate(shown):
         if t is None:
             first = shown[i - 1]["pos"] + 1

@@ -5,9 +5,8 @@ Building the content once and rendering it twice keeps the two views in agreemen
 
 from __future__ import annotations
 
-import math
-
 from tracer.errors import TracerError
+from tracer.numbers import json_safe
 from tracer.report.attention import attention_report
 from tracer.report.card import model_card
 from tracer.report.distribution import lens_report, resolve_position, top_k_report
@@ -22,7 +21,7 @@ from tracer.report.tokens import token_rows, tokens_note
 from tracer.report.values import values_report
 from tracer.steps import matches
 
-__all__ = ["RunOptions", "build_report", "json_view", "jsonable"]
+__all__ = ["RunOptions", "build_report", "json_view"]
 
 
 def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -> dict:
@@ -38,7 +37,8 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     sections = route_sections(options.sections, spec)
     stack, part = resolve_view(options.stack, options.attn, spec)
     sspec = spec["encoder"] if stack == "encoder" else spec
-    tokens = token_rows(meta, row)
+    named = None if vocab is ids_only_vocab else vocab  # names the padding's id with the tokenizer's own piece
+    tokens = token_rows(meta, row, vocab=named)
     report: dict = {"sections": list(sections), "batch_row": row, "batch_size": n_rows, "dtype": meta.get("dtype"),
                     "prompt": (meta.get("prompts") or [None] * n_rows)[row], "route": route,
                     "reduced_to_stats": meta.get("reduced_to_stats", []),
@@ -47,7 +47,7 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     report["warnings"] = run_warnings(meta)
     report["tokens"] = tokens
     report["tokens_note"] = tokens_note(tokens, report["prompt"])
-    dec_tokens = token_rows(meta, row, "decoder_tokens") if route == "encoder-decoder" else None
+    dec_tokens = token_rows(meta, row, "decoder_tokens", named) if route == "encoder-decoder" else None
     if dec_tokens is not None:
         report["decoder_tokens"] = dec_tokens
     report["other_rows"] = [_row_summary(meta["tokens"][b], b) for b in range(n_rows) if b != row]
@@ -56,6 +56,8 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     out_tokens = dec_tokens if dec_tokens is not None else tokens
     view_tokens = dec_tokens if stack == "decoder" and dec_tokens is not None else tokens
     focus = _focus(options.position, view_tokens)  # the query row the long-prompt windows centre on
+    if options.position is None and spec.get("head") == "mlm":  # a masked LM's output is at its first mask
+        focus = next((t["pos"] for t in view_tokens if is_mask_token(t)), focus)
     report["position"] = focus if view_tokens is tokens else _focus(None, tokens)
     if "steps" in sections:
         records = step_records(trace, spec)
@@ -167,11 +169,16 @@ def resolve_view(stack: str | None, attn: str | None, spec: dict) -> tuple[str, 
 MASK_PIECES = ("[MASK]", "<mask>")
 
 
+def is_mask_token(t: dict) -> bool:
+    """A mask token, also when its piece carries the space its lstrip took (RoBERTa's " <mask>")."""
+    return t["piece"].strip() in MASK_PIECES and not t["pad"]
+
+
 def output_positions(position: int | None, tokens: list[dict], kind: str) -> list[int]:
     """Where the output section reads the distribution: for an MLM every mask token (or --position), else one."""
     if kind != "fill" or position is not None:
         return [resolve_position(position, tokens)]
-    masks = [t["pos"] for t in tokens if t["piece"] in MASK_PIECES and not t["pad"]]
+    masks = [t["pos"] for t in tokens if is_mask_token(t)]
     if not masks:
         raise TracerError("this is a masked-LM model and the prompt has no mask token: nothing to fill in",
                           hint='put [MASK] (or <mask>) where a word is missing, e.g. "The capital of France is [MASK]." '
@@ -199,15 +206,4 @@ def json_view(report: dict) -> dict:
     out = {k: v for k, v in report.items() if k != "flow"}
     if "flow" in report:
         out["folding"] = {k: v for k, v in report["flow"].items() if k != "rows"}
-    return jsonable(out)
-
-
-def jsonable(x):
-    """Replace non-finite floats (JSON has none) with the strings 'nan', 'inf', '-inf'."""
-    if isinstance(x, dict):
-        return {k: jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return x
+    return json_safe(out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from tracer.steps import matches
 
 # steps where -inf is the design, not a fault: blocked scores, additive masks and biases
@@ -36,3 +38,19 @@ def describe(nonfinite: dict) -> str | None:
     if not parts:
         return None
     return "; ".join(parts) + f"; {nonfinite['steps']} steps hold non-finite values, so their numbers below are not meaningful"
+
+
+def generation_nonfinite(gen) -> dict | None:
+    """The warning for a generation whose logits held NaN or Inf ({code, level, message, data}, as the other
+    generation warnings), or None: a token picked from NaN logits is not the model's choice."""
+    bad = [st for st in gen.steps
+           if not math.isfinite(st.logit_absmax) or any(rs is not None and not math.isfinite(rs.prob) for rs in st.rows)]
+    if not bad:
+        return None
+    kind = "NaN" if any(math.isnan(st.logit_absmax) or any(rs is not None and math.isnan(rs.prob) for rs in st.rows)
+                        for st in bad) else "Inf"
+    steps = "every step" if len(bad) == len(gen.steps) else f"{len(bad)} of {len(gen.steps)} steps, first step {bad[0].t}"
+    message = (f"the logits hold {kind} ({steps}): the tokens chosen there are not the model's choice and their "
+               "probabilities are not meaningful (tracer run on the prompt names the first step that produced it)")
+    return {"code": "nonfinite", "level": "warn", "message": message,
+            "data": {"kind": kind, "steps": [st.t for st in bad]}}

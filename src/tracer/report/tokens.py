@@ -5,10 +5,11 @@ from __future__ import annotations
 from tracer.checkpoint.pieces import is_partial, shown_piece, visible_text
 
 
-def token_rows(meta: dict, row: int, key: str = "tokens") -> list[dict]:
+def token_rows(meta: dict, row: int, key: str = "tokens", vocab=None) -> list[dict]:
     """The batch row's tokens with what the screen shows; `part` says "1/2" when tokens share one span.
 
-    key: "tokens" (the input) or "decoder_tokens" (an encoder-decoder model's decoder input)."""
+    key: "tokens" (the input) or "decoder_tokens" (an encoder-decoder model's decoder input).
+    vocab (the tokenizer's describe_id): padding shows the piece of the id it is ([PAD] for BERT), else <pad>."""
     tokens = meta.get(key) or []
     if not tokens:
         return []
@@ -18,6 +19,10 @@ def token_rows(meta: dict, row: int, key: str = "tokens") -> list[dict]:
         unknown, cont = bool(t.get("unknown")), bool(t.get("continuation"))
         bytes_hex = t.get("bytes", "")
         shown = t["piece"] if unknown or cont else shown_piece(t["piece"], bytes_hex, special, pad)
+        if special and not pad and shown != shown.strip():  # an lstrip special (RoBERTa's " <mask>"): the text has the space
+            shown = shown.strip()
+        if pad and vocab is not None:
+            shown = t["piece"] = vocab(t["id"])["piece"]
         out.append({
             "pos": t["pos"], "id": t["id"], "piece": t["piece"],
             "token": shown,
@@ -49,12 +54,13 @@ def tokens_note(rows: list[dict], prompt: str | None) -> str:
     added = [r for r in real if r["special"] and not r["text"]]
     pads = len(rows) - len(real)
     if prompt is None:
-        head = f"{len(real)} token ids given directly (no text, so no spans)"
+        head = f"{len(real)} token ids given directly"
     else:
         head = f"{len(prompt)} characters -> {len(real)} tokens"
-    extras = []
-    if added:
-        extras.append(f"{len(added)} added by the tokenizer: " + " ".join(r["token"] for r in added))
+    extras = ["no text, so no spans"] if prompt is None else []
+    if added:  # ids typed by the user went through no tokenizer: they are only special
+        said = "special" if prompt is None else "added by the tokenizer"
+        extras.append(f"{len(added)} {said}: " + " ".join(r["token"] for r in added))
     unknown = [r for r in real if r.get("unknown")]
     if unknown:
         extras.append(f"{len(unknown)} unknown to the vocabulary: " + " ".join(visible_text(r["text"]) or "?" for r in unknown))

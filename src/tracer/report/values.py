@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracer.numbers import json_safe
 from tracer.steps import matches
 
 EDGE = 3  # entries kept at each end of an axis
@@ -25,14 +26,6 @@ def elide(a: np.ndarray, edge: int = EDGE) -> tuple[list[list[int]], np.ndarray]
     return index, sub
 
 
-def _jsonable(x):
-    if isinstance(x, list):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, float) and not np.isfinite(x):
-        return "nan" if np.isnan(x) else ("inf" if x > 0 else "-inf")
-    return x
-
-
 def values_report(trace, globs: tuple[str, ...], row: int) -> dict:
     """Values of the steps matching `globs` (or a few landmarks when none are given)."""
     chosen_by = list(globs) if globs else list(DEFAULT_STEPS)
@@ -51,6 +44,6 @@ def values_report(trace, globs: tuple[str, ...], row: int) -> dict:
             a, axes = a[row], axes[1:]
             entry["selected"] = {"batch": row}
         index, sub = elide(a)
-        entry.update({"axes": axes, "shape": list(a.shape), "index": index, "data": _jsonable(sub.tolist())})
+        entry.update({"axes": axes, "shape": list(a.shape), "index": index, "data": json_safe(sub.tolist())})
         out["steps"].append(entry)
     return out
