@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tracer.html.common import esc, fmt
 from tracer.html.heatmap import heatmap_svg, legend
+from tracer.html.live import row_panel
 
 GAMMA = 0.5  # colour = sqrt(weight): long rows spread thin weights that a linear scale leaves white
 OPEN_ALL_UP_TO = 4000  # cells: small pages open every layer, larger ones only the layer in focus
@@ -80,6 +81,11 @@ def section(report: dict):
         view = {"rows": "tokens", "cols": "tokens", "row_positions": list(range(n_q)), "col_positions": list(range(n_k))}
         return "attention", intro + layer_block(report, view, dict(att, step=att.get("step", "")), True, group)
     parts = [intro]
+    rows = report.get("live_rows")
+    if rows and rows.get("layers"):
+        parts.append('<h3>the row, by hand</h3>' + row_panel(rows, '<p class="note">Click a row of any heatmap below '
+                     '(or a token chip above) to work that query\'s row: its scores, the mask with the reason for each '
+                     'blocked key, exp, their sum and the weights.</p>'))
     for view in views:
         if view.get("title"):
             parts.append(f"<h3>{esc(view['title'])}</h3>")

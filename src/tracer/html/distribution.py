@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from tracer.html.common import esc, fmt, uniform
+from tracer.html.live import dist_controls
 
 
 def _finite(x) -> bool:
@@ -12,7 +13,7 @@ def _finite(x) -> bool:
 
 
 def _bar_row(e: dict, top: float, texts: tuple[str, str, str], css: str = "") -> str:
-    width = 100.0 * e["prob"] / top if top > 0 and _finite(e["prob"]) else 0.0  # no bar for a NaN probability
+    width = 100.0 * min(1.0, max(0.0, e["prob"])) if _finite(e["prob"]) else 0.0  # the bar is the probability; none for NaN
     prob, logit, cum = texts
     return (f'<tr class="{css}"><td class="num">{e.get("rank", "")}</td><td class="piece">{esc(e["token"])}</td>'
             f'<td class="num dim">{e["id"]}</td><td class="bar"><div class="fill" style="width:{width:.1f}%" '
@@ -28,7 +29,11 @@ def section(report: dict):
     if fills:  # a masked LM: one table per mask token
         return "masked tokens", "".join(bars(f.get("distribution") or {}, f.get("top_k")) for f in fills)
     title = "masked token" if (dist or {}).get("kind") == "fill" else "next token"
-    return title, bars(dist or {}, top_k)
+    live = report.get("live_dist")
+    body = bars(dist or {}, top_k)
+    if live:
+        body = dist_controls(live) + f'<div class="static-bars">{body}</div>'
+    return title, body
 
 
 def bars(dist: dict, top_k) -> str:

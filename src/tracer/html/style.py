@@ -101,3 +101,19 @@ SCRIPT = """
   document.documentElement.setAttribute('data-ready', String(document.querySelectorAll('svg.heatmap').length));
 })();
 """
+
+LIVE_CSS = """
+.rowpanel { border: 1px solid var(--line); border-radius: 4px; padding: 6px 10px; background: #fbfcfd; }
+.controls { display: flex; flex-wrap: wrap; gap: 4px 10px; align-items: center; margin: 4px 0; }
+.controls input[type=number] { width: 5em; }
+.rp-wrap { max-height: 460px; overflow: auto; }
+.rowtable tr.blocked td { color: var(--dim); }
+.rowtable .wbar { display: inline-block; width: 80px; height: 10px; margin-right: 6px; vertical-align: middle; background: #eef2f6; }
+.rowtable .wbar .fill { height: 10px; }
+.pill[data-pos] { cursor: pointer; }
+svg.heatmap[data-layer] rect.cell { cursor: pointer; }
+svg.heatmap.chosen { outline: 2px solid #e6550d; outline-offset: 2px; }
+tr.step-focus td { background: #fff4e5; }
+#row-readout, #dist-readout { color: var(--ink); }
+"""
+CSS += LIVE_CSS

@@ -31,7 +31,7 @@ def section(report: dict):
 
 def token_block(tokens: list[dict], note: str, others: list[dict]) -> str:
     strip = "".join(
-        f'<span class="pill" title="position {t["pos"]}, id {t["id"]}">{esc(t["token"])}</span> '
+        f'<span class="pill" data-pos="{t["pos"]}" title="position {t["pos"]}, id {t["id"]}">{esc(t["token"])}</span> '
         for t in tokens)
     rows = "".join(
         f'<tr><td class="num">{t["pos"]}</td><td class="piece">{esc(t["token"])}</td><td class="num">{t["id"]}</td>'

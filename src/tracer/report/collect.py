@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from tracer.report.distribution import vocab_entry
+from tracer.report.interactive import dist_data, row_data
 from tracer.report.lens_grid import lens_grid
 from tracer.report.mask import mask_report
 
@@ -137,4 +139,30 @@ def add_page_data(report: dict, trace, model=None, vocab=None, target_id: int | 
         out_tokens = report[out_key]
         real = [p for p in report["page_positions"][out_key] if not out_tokens[p].get("pad")]
         report["lens_grid"] = lens_grid(trace, model, row, real, vocab, target_id, out_key)
+    add_live_data(report, trace, spec, row, views, out_key, vocab)
     return report
+
+
+def add_live_data(report: dict, trace, spec: dict, row: int, views: list[dict], out_key: str, vocab) -> None:
+    """`live_rows` (the row by hand) and `live_dist` (the distribution under a temperature): see report.interactive."""
+    sections = report.get("sections") or []
+    if "attention" in sections and report.get("tokens"):
+        view = next((v for v in views if v["part"] == "attn" and v["stack"] != "encoder"), views[0])
+        maps = next((m for m in report.get("attention_maps") or [] if m["stack"] == view["stack"] and m["part"] == "attn"), None)
+        layers = [e["layer"] for e in maps["layers"]] if maps else list(range(view["spec"]["n_layers"]))
+        held = report["page_positions"].get(view["rows"]) or view_positions(report, view["rows"], MAX_SIDE)
+        tokens = report.get(view["rows"]) or []
+        focus = focus_position(report) if view["rows"] == out_key else last_real(tokens)
+        att = report.get("attention") or {}
+        layer = att.get("layer") if att.get("layer") in layers else (layers[-1] if layers else 0)
+        report["live_rows"] = row_data(trace, spec, row, view["stack"], layers, held, [t["token"] for t in tokens],
+                                       layer, focus if focus in held else held[-1])
+    dist = report.get("distribution")
+    if "top_k" in sections and dist and not dist.get("missing") and report.get(out_key):
+        vocab = vocab or (lambda i: {"piece": f"id {i}", "bytes": "", "special": False})
+        out_tokens = report[out_key]
+        positions = sorted({p for p in report["page_positions"][out_key] if not out_tokens[p].get("pad")}
+                           | {f["distribution"]["position"] for f in report.get("fills") or []} | {dist["position"]})
+        target = (dist.get("target") or {}).get("id")
+        report["live_dist"] = dist_data(trace, row, positions, dist["position"], len(report.get("top_k") or []) or 10,
+                                        lambda i: vocab_entry(i, vocab)["token"], target, dist.get("kind", "next"))
