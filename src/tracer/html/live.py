@@ -10,6 +10,7 @@ import json
 
 from tracer.html.common import esc
 
+GLANCE_OVER = 1024  # cells per map: larger maps (long prompts) are drawn by the page's script on canvases
 PART_LABELS = (("causal", "causal"), ("window", "sliding window"), ("padding", "padding"), ("custom", "custom mask"))
 
 
@@ -21,9 +22,61 @@ def data_holder(data: dict) -> str:
 
 def live_data(report: dict) -> dict | None:
     rows, dist = report.get("live_rows"), report.get("live_dist")
-    if not rows and not dist:
+    maps = glance_maps(report)
+    if not rows and not dist and not maps:
         return None
-    return {"rows": rows if rows and rows.get("layers") else None, "dist": dist}
+    return {"rows": rows if rows and rows.get("layers") else None, "dist": dist, "maps": maps}
+
+
+def drawn_by_script(view: dict) -> bool:
+    """A long prompt's maps: small multiples on canvases (float16 weights in the page data), one head large."""
+    return len(view["row_positions"]) * len(view["col_positions"]) > GLANCE_OVER
+
+
+def glance_maps(report: dict) -> list[dict]:
+    """The weights of the maps the script draws (long prompts): float16 [heads, rows, cols], blocked cells as 0/1."""
+    import numpy as np
+
+    from tracer.report.interactive import b64, bits
+
+    out = []
+    for view in report.get("attention_maps") or []:
+        if not drawn_by_script(view):
+            continue
+        tokens_r, tokens_c = report.get(view["rows"]) or [], report.get(view["cols"]) or []
+        for e in view["layers"]:
+            if e.get("missing"):
+                continue
+            w = np.array([h["weights"] for h in e["heads"]], dtype=np.float32)  # [heads, rows, cols]
+            out.append({"stack": view["stack"], "part": view["part"], "layer": e["layer"], "heads": [h["head"] for h in e["heads"]],
+                        "rows": view["row_positions"], "cols": view["col_positions"],
+                        "row_labels": [tokens_r[p]["token"] for p in view["row_positions"]],
+                        "col_labels": [tokens_c[p]["token"] for p in view["col_positions"]],
+                        "w16": b64(w, "float16"), "blocked": bits(np.asarray(e["blocked"], dtype=bool))})
+    for m in (report.get("mask"), report.get("cross_mask")):
+        out.extend(mask_maps(report, m) if m else [])
+    return out
+
+
+def mask_maps(report: dict, m: dict) -> list[dict]:
+    """A long prompt's mask grids as maps for the script: kept cells at weight 1, blocked ones grey."""
+    import numpy as np
+
+    from tracer.html.mask import grid_positions
+    from tracer.report.interactive import b64, bits
+
+    (rk, rp), (ck, cp) = grid_positions(report, m)
+    if len(rp) * len(cp) <= GLANCE_OVER:
+        return []
+    tokens_r, tokens_c = report.get(rk) or [], report.get(ck) or []
+    out = []
+    for name, grid in (m.get("grids") or {}).items():
+        keep = np.asarray(grid, dtype=bool)[np.ix_(rp, cp)]  # [shown rows, shown cols]
+        out.append({"stack": m.get("stack") or "", "part": f"mask-{m.get('part', 'attn')}-{name}", "layer": m.get("layer"),
+                    "heads": [0], "rows": rp, "cols": cp, "row_labels": [tokens_r[p]["token"] for p in rp],
+                    "col_labels": [tokens_c[p]["token"] for p in cp], "w16": b64(keep.astype(np.float32), "float16"),
+                    "blocked": bits(~keep), "kind": "mask"})
+    return out
 
 
 def ranges(values: list[int]) -> str:

@@ -112,6 +112,11 @@ LIVE_CSS = """
 .rowtable .wbar .fill { height: 10px; }
 .pill[data-pos] { cursor: pointer; }
 svg.heatmap[data-layer] rect.cell { cursor: pointer; }
+.glance { display: flex; flex-wrap: wrap; gap: 8px 14px; }
+figure.thumb { margin: 0; font-size: 12px; color: var(--dim); text-align: center; }
+canvas.thumb { display: block; border: 1px solid var(--line); cursor: pointer; }
+canvas.thumb.chosen { outline: 2px solid #e6550d; }
+canvas.big { display: block; margin-top: 6px; cursor: pointer; }
 svg.heatmap.chosen { outline: 2px solid #e6550d; outline-offset: 2px; }
 tr.step-focus td { background: #fff4e5; }
 #row-readout, #dist-readout { color: var(--ink); }

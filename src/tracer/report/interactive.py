@@ -4,8 +4,7 @@ The page computes nothing the model computes: it holds the recorded scores (`att
 and the keep-mask parts the engine built, and the recorded `logits`. What it does in the browser is the
 article's arithmetic on those numbers: softmax over the kept keys of one row, and softmax(logits / T) over
 the stored top logits. Rows are held exactly (float32, base64 little-endian) for the query positions the
-page shows (its window of a long prompt) over every key; the heatmap thumbnails use the same weights at
-float16 precision.
+page shows (its window of a long prompt) over every key.
 """
 
 from __future__ import annotations
@@ -58,9 +57,6 @@ def row_data(trace, spec: dict, row: int, stack: str, layers: list[int], rows: l
         scores = trace.step(name).array[row][:, ri]  # [heads, held rows, keys]
         entry = {"layer": layer, "step": name, "heads": int(scores.shape[0]), "keys": int(scores.shape[-1]),
                  "scores": b64(scores, "float32")}
-        weights = f"{prefix}blocks.{layer}.attn.weights"
-        if weights in trace and trace.step(weights).kept:
-            entry["weights16"] = b64(trace.step(weights).array[row][:, ri], "float16")  # thumbnails only
         raw = f"{prefix}blocks.{layer}.attn.scores.raw"
         if raw in trace and trace.step(raw).kept:
             entry["raw"] = b64(trace.step(raw).array[row][:, ri], "float32")
