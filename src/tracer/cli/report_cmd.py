@@ -46,6 +46,7 @@ def report(
 ):
     from tracer.cli.run_cmd import vocab_lookup, write_run_page
     from tracer.report import RunOptions, build_report
+    from tracer.report.collect import vocab_from_trace
     from tracer.report.options import DEFAULT_SECTIONS, resolve_sections
     from tracer.trace import Trace
 
@@ -68,7 +69,7 @@ def report(
         has_lens = m is not None and spec.get("head", "lm") == "lm"  # a decoder stack read through an LM head
         sections = DEFAULT_SECTIONS + (("lens",) if has_lens else ())
     options = RunOptions(batch_row=batch_row, top_k=top_k, position=position, layer=layer, sections=sections)
-    vocab = vocab_lookup(m.tokenizer if m is not None else None)
+    vocab = vocab_lookup(m.tokenizer) if m is not None and m.tokenizer is not None else vocab_from_trace(trace.meta)
     report_data = build_report(trace, options, vocab=vocab, model=m)
     write_run_page(output, report_data, trace, m, vocab)
     size = output.stat().st_size

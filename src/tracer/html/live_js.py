@@ -67,7 +67,9 @@ LIVE_SCRIPT = r"""
     }
     if (S.step) { out.push('step=' + encodeURIComponent(S.step)); }
     var h = '#' + out.join('&');
-    try { history.replaceState(null, '', h); } catch (e) { location.hash = h; }
+    try { history.replaceState(null, '', h); } catch (e) {
+      try { location.hash = h; } catch (e2) { /* a sandboxed frame (a notebook cell) keeps no fragment */ }
+    }
   }
 
   // ---------- the row, by hand ----------

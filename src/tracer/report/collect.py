@@ -24,6 +24,16 @@ HEAD_POSITIONS = 4  # always shown at the start of a long prompt
 MAX_CELLS = 40_000  # attention cells over all layers, heads and views (about 130 bytes each)
 
 
+def vocab_from_trace(meta: dict):
+    """id -> {piece, bytes, special} from the trace's own token table: without the tokenizer the page still names
+    the tokens of the prompt; any other id is `id N` (never `<N>`, the notation for a raw byte)."""
+    known = {}
+    for row in (meta.get("tokens") or []) + (meta.get("decoder_tokens") or []):
+        for t in row:
+            known.setdefault(int(t["id"]), {"piece": t["piece"], "bytes": t.get("bytes", ""), "special": bool(t.get("special"))})
+    return lambda i: known.get(int(i)) or {"piece": f"id {i}", "bytes": "", "special": False}
+
+
 def shown_positions(n: int, focus: int, cap: int = MAX_SIDE) -> list[int]:
     """All positions when they fit; else the first few and a window ending at `focus` (absolute indices)."""
     if n <= cap:
