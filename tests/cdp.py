@@ -70,7 +70,10 @@ class Browser:
     def wait_for(self, expression: str, timeout: float = 20.0):
         end = time.time() + timeout
         while time.time() < end:
-            value = self.eval(expression)
+            try:
+                value = self.eval(expression)
+            except RuntimeError:  # no document yet (the first load is still starting)
+                value = None
             if value:
                 return value
             time.sleep(0.05)

@@ -237,3 +237,30 @@ def test_a_512_token_page_is_small_loads_fast_and_holds_exact_rows(tmp_path, lon
         assert b.errors() == []
     finally:
         b.close()
+
+
+# ---------- layout: heads side by side, readable labels ----------
+
+
+def test_heads_use_the_page_width_and_labels_stay_readable(tmp_path):
+    short, medium = tmp_path / "short.html", tmp_path / "medium.html"
+    assert runner.invoke(app, ["run", "春天来了花开了鸟儿在唱歌我们", "--export-html", str(short)]).exit_code == 0
+    text = "春天来了，花开了，鸟儿在唱歌。我们一起去公园散步吧，天气很好，风也很轻。"
+    assert runner.invoke(app, ["run", text, "--lens", "--export-html", str(medium)]).exit_code == 0
+    b = Browser(CHROMIUM, tmp_path / "cdp-layout", short.resolve().as_uri(), size=(1200, 900))
+    try:
+        b.wait_for("document.documentElement.getAttribute('data-live') === 'ready'")
+        lefts = b.eval("Array.prototype.map.call(document.querySelectorAll('svg.heatmap[data-layer=\"2\"]'),"
+                       " function (s) { return Math.round(s.getBoundingClientRect().left); })")
+        assert len(lefts) == 4 and len(set(lefts)) >= 2, lefts  # not one column with half the page empty
+        load_ms(b, medium.resolve().as_uri())
+        tops = b.eval("Array.prototype.map.call(document.querySelectorAll('canvas.thumb[data-layer=\"2\"]'),"
+                      " function (c) { return Math.round(c.getBoundingClientRect().top); })")
+        assert len(tops) == 4 and len(set(tops)) == 1, tops  # small multiples, one row
+        sizes = b.eval("Array.prototype.map.call(document.querySelectorAll('svg.heatmap text'),"
+                       " function (t) { return parseFloat(getComputedStyle(t).fontSize); })")
+        assert sizes and min(sizes) >= 10.5, min(sizes)
+        assert b.eval("document.querySelector('svg[data-lens]').getAttribute('class')") == "heatmap small", medium.read_text()[:300]
+        assert b.errors() == []
+    finally:
+        b.close()

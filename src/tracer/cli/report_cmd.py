@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -71,9 +70,7 @@ def report(
     options = RunOptions(batch_row=batch_row, top_k=top_k, position=position, layer=layer, sections=sections)
     vocab = vocab_lookup(m.tokenizer) if m is not None and m.tokenizer is not None else vocab_from_trace(trace.meta)
     report_data = build_report(trace, options, vocab=vocab, model=m)
-    write_run_page(output, report_data, trace, m, vocab)
-    size = output.stat().st_size
-    print(f"wrote {output} ({size / 1024:.0f} KiB)", file=sys.stderr)
+    write_run_page(output, report_data, trace, m, vocab)  # it says what it wrote, once
 
 
 def resolve_model(trace, folder: Path | None):

@@ -8,7 +8,8 @@ shown as its data, folded, so a newer report never breaks the page.
 
 from __future__ import annotations
 
-from tracer.html import attention, card, cost, distribution, flow, lens, mask, pooled, routing, tokens, values
+from tracer.html import (attention, card, cost, distribution, flow, generation, lens, mask, pooled, routing, tokens,
+                         values)
 from tracer.html.live import live_data
 from tracer.html.page import build_sections, document
 
@@ -24,6 +25,7 @@ RUN_SECTIONS = {
     "pooled": pooled.section,
     "lens": lens.section,
     "cost": cost.section,
+    "generation": generation.section,
 }
 
 __all__ = ["RUN_SECTIONS", "run_page", "diff_page"]

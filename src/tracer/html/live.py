@@ -10,7 +10,7 @@ import json
 
 from tracer.html.common import esc
 
-GLANCE_OVER = 1024  # cells per map: larger maps (long prompts) are drawn by the page's script on canvases
+GLANCE_OVER = 576  # cells per map (24 x 24): larger maps are drawn by the page's script, heads as small multiples
 PART_LABELS = (("causal", "causal"), ("window", "sliding window"), ("padding", "padding"), ("custom", "custom mask"))
 
 

@@ -40,7 +40,7 @@ details > .body { padding: 4px 10px; overflow-x: auto; }
 .head .label { font-size: 12px; color: var(--dim); }
 svg text { font-size: 11px; fill: var(--ink); }
 svg text.v { font-size: 10px; pointer-events: none; }
-svg.small text { font-size: 9.5px; }
+svg.small text { font-size: 10.5px; }
 svg text.v.on-dark { fill: #ffffff; }
 svg rect.cell { stroke: #ffffff; stroke-width: 0.5; }
 svg rect.cell:hover { stroke: #e6550d; stroke-width: 2; }
@@ -117,6 +117,12 @@ figure.thumb { margin: 0; font-size: 12px; color: var(--dim); text-align: center
 canvas.thumb { display: block; border: 1px solid var(--line); cursor: pointer; }
 canvas.thumb.chosen { outline: 2px solid #e6550d; }
 canvas.big { display: block; margin-top: 6px; cursor: pointer; }
+table.kv td { width: 18px; min-width: 18px; height: 18px; padding: 0; border: 1px solid #fff; }
+table.kv td.empty { background: transparent; }
+table.kv td.added { outline: 2px solid #e6550d; outline-offset: -2px; }
+table.kv th { font-size: 11px; font-weight: 400; padding: 1px 3px; text-align: center; }
+table.kv thead th.prompt { background: #e3e7eb; color: var(--dim); }
+table.kv thead th.new { background: #fff4e5; }
 svg.heatmap.chosen { outline: 2px solid #e6550d; outline-offset: 2px; }
 tr.step-focus td { background: #fff4e5; }
 #row-readout, #dist-readout { color: var(--ink); }

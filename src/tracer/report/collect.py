@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from tracer.report.distribution import vocab_entry
+from tracer.report.generation import generation_view
 from tracer.report.interactive import dist_data, row_data
 from tracer.report.lens_grid import lens_grid
 from tracer.report.mask import mask_report
@@ -150,6 +151,12 @@ def add_page_data(report: dict, trace, model=None, vocab=None, target_id: int | 
         real = [p for p in report["page_positions"][out_key] if not out_tokens[p].get("pad")]
         report["lens_grid"] = lens_grid(trace, model, row, real, vocab, target_id, out_key)
     add_live_data(report, trace, spec, row, views, out_key, vocab)
+    if trace.meta.get("generation"):  # a tracer generate --save trace: its steps and the KV cache
+        name = (lambda i: vocab_entry(i, vocab)["token"]) if vocab else (lambda i: f"id {i}")
+        layer = (report.get("attention") or {}).get("layer", spec["n_layers"] - 1)
+        report["generation_view"] = generation_view(trace, row, layer, name, [t["token"] for t in report.get("tokens") or []])
+        if report["generation_view"] and "generation" not in sections:
+            report["sections"] = list(sections) + ["generation"]
     return report
 
 
