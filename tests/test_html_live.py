@@ -264,3 +264,27 @@ def test_heads_use_the_page_width_and_labels_stay_readable(tmp_path):
         assert b.errors() == []
     finally:
         b.close()
+
+
+def test_the_steps_explained_carry_this_models_shapes_and_the_guided_button_reveals_them(tmp_path, run_files):
+    page, trace = run_files
+    tree, _ = parse(page.read_text(encoding="utf-8"))
+    cards = [li.text() for li in tree.find_all("li", cls="explain")]
+    titles = [c.split(" ", 2)[2].split(" ")[0] for c in cards]
+    assert len(cards) == 11 and titles[0] == "token" and "softmax" in cards[-1]
+    scores = trace.step("blocks.0.attn.scores").shape
+    assert f"attn.scores is [batch={scores[0]}, heads={scores[1]}, q_len={scores[2]}, kv_len={scores[3]}]" in cards[3]
+    assert "√32" in cards[3]  # d_head of the shipped model
+    b = Browser(CHROMIUM, tmp_path / "cdp-guided", page.resolve().as_uri())
+    try:
+        b.wait_for("document.documentElement.getAttribute('data-live') === 'ready'")
+        visible = "Array.prototype.filter.call(document.querySelectorAll('li.explain'), function (c) { return !c.hidden; }).length"
+        assert b.eval(visible) == 11
+        b.click("#guided")
+        assert b.eval(visible) == 1 and b.eval("location.hash") == "#layer=2&head=0&q=3&step=input.ids"
+        b.click("#guided-next")
+        b.click("#guided-next")
+        assert b.eval(visible) == 3 and b.eval("document.querySelector('tr.step-focus td').getAttribute('title')") == "blocks.0.attn.q"
+        assert b.errors() == []
+    finally:
+        b.close()

@@ -113,4 +113,6 @@ def section(report: dict):
     note = ('<p class="note">Each row is one recorded step, in order; shapes name their axes; statistics are μ mean, '
             'σ std, [min, max]. Blocks fold: click one to open it. '
             '<button id="toggle-all" type="button">open all blocks</button></p>')
-    return "shape flow", note + "".join(parts)
+    from tracer.html.explain import explained
+
+    return "shape flow", explained(report) + note + "".join(parts)

@@ -11,9 +11,8 @@ and keeps the URL fragment in step with the view (#layer=1&head=0&q=2&off=1,3&ca
 LIVE_SCRIPT = r"""
 (function () {
   var holder = document.getElementById('tracer-live');
-  if (!holder) { return; }
-  var D = JSON.parse(holder.textContent);
-  var R = D.rows, P = D.dist, M = D.maps || [];
+  var D = holder ? JSON.parse(holder.textContent) : {};
+  var R = D.rows || null, P = D.dist || null, M = D.maps || [];
   function decode(text, Kind) {
     var raw = atob(text), bytes = new Uint8Array(raw.length);
     for (var i = 0; i < raw.length; i++) { bytes[i] = raw.charCodeAt(i); }
@@ -446,7 +445,23 @@ LIVE_SCRIPT = r"""
     if (box) { box.open = true; }
     row.scrollIntoView({block: 'center'});
   }
+  function setupGuided() {
+    var start = document.getElementById('guided'), next = document.getElementById('guided-next');
+    if (!start) { return; }
+    var cards = document.querySelectorAll('li.explain'), shown = cards.length;
+    function reveal() {
+      cards.forEach(function (c, i) { c.hidden = i >= shown; });
+      next.hidden = shown >= cards.length;
+      var last = cards[shown - 1], link = last && last.querySelector('a.step-link');
+      if (link && shown < cards.length + 1) { S.step = link.getAttribute('data-step'); showStep(); writeHash(); last.scrollIntoView({block: 'nearest'}); }
+    }
+    start.addEventListener('click', function (ev) { ev.preventDefault(); shown = 1; reveal(); });
+    next.addEventListener('click', function (ev) { ev.preventDefault(); shown = Math.min(cards.length, shown + 1); reveal(); });
+  }
   function setupSteps() {
+    document.querySelectorAll('a.step-link').forEach(function (a) {
+      a.addEventListener('click', function (ev) { ev.preventDefault(); S.step = a.getAttribute('data-step'); showStep(); writeHash(); });
+    });
     document.querySelectorAll('table.flow td[title]').forEach(function (cell) {
       cell.addEventListener('click', function () { S.step = cell.getAttribute('title'); showStep(); writeHash(); });
     });
@@ -455,7 +470,7 @@ LIVE_SCRIPT = r"""
   var ready = false;
   function update() { drawRow(); drawDist(); if (ready) { writeHash(); } }
   readHash();
-  setupRow(); setupDist(); setupTokens(); setupSteps(); setupGlance();
+  setupRow(); setupDist(); setupTokens(); setupSteps(); setupGlance(); setupGuided();
   drawRow(); drawDist(); showStep();
   ready = true;
   window.addEventListener('hashchange', function () { S.off = []; S.parts = {}; readHash(); drawRow(); drawDist(); showStep(); });

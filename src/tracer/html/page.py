@@ -27,7 +27,7 @@ def document(title: str, header: str, sections: list[tuple[str, str, str]], live
             f"<header>{header}<nav>{nav}</nav></header><main>{body}</main>"
             f"<footer>made by tracer {esc(__version__)} · one self-contained file, no network</footer>"
             f"<script>{SCRIPT}</script>"
-            + (f"{data_holder(live)}<script>{LIVE_SCRIPT}</script>" if live else "") + "</body></html>\n")
+            + (data_holder(live) if live else "") + f"<script>{LIVE_SCRIPT}</script></body></html>\n")
 
 
 def generic_section(name: str, data) -> tuple[str, str]:

@@ -123,6 +123,9 @@ table.kv td.added { outline: 2px solid #e6550d; outline-offset: -2px; }
 table.kv th { font-size: 11px; font-weight: 400; padding: 1px 3px; text-align: center; }
 table.kv thead th.prompt { background: #e3e7eb; color: var(--dim); }
 table.kv thead th.new { background: #fff4e5; }
+ol.explained { margin: 6px 0; padding-left: 0; list-style: none; max-width: 1100px; }
+li.explain { margin: 4px 0; padding: 4px 8px; border-left: 3px solid var(--accent); background: #fbfcfd; }
+a.step-link { color: var(--accent); text-decoration: none; margin-right: 6px; }
 svg.heatmap.chosen { outline: 2px solid #e6550d; outline-offset: 2px; }
 tr.step-focus td { background: #fff4e5; }
 #row-readout, #dist-readout { color: var(--ink); }
