@@ -108,6 +108,8 @@ LIVE_CSS = """
 .controls input[type=number] { width: 5em; }
 .rp-wrap { max-height: 460px; overflow: auto; }
 .rowtable tr.blocked td { color: var(--dim); }
+.rowtable td, .rowtable th { white-space: nowrap; }
+.rowtable button { font-size: 12px; padding: 0 6px; }
 .rowtable .wbar { display: inline-block; width: 80px; height: 10px; margin-right: 6px; vertical-align: middle; background: #eef2f6; }
 .rowtable .wbar .fill { height: 10px; }
 .pill[data-pos] { cursor: pointer; }

@@ -16,8 +16,8 @@ import numpy as np
 from tracer.report.mask import mask_report
 
 TOP_LOGITS = 256  # logits stored per position for the live distribution
-PART_REASONS = {"causal": "causal (key after the query)", "window": "sliding window (key too far back)",
-                "padding": "padding (key is a pad token)", "custom": "custom mask (given with --mask)"}
+PART_REASONS = {"causal": "causal (a later key)", "window": "window (too far back)", "padding": "padding (a pad key)",
+                "custom": "custom mask (--mask)"}
 
 
 def b64(array: np.ndarray, dtype: str) -> str:
