@@ -288,3 +288,32 @@ def test_the_steps_explained_carry_this_models_shapes_and_the_guided_button_reve
         assert b.errors() == []
     finally:
         b.close()
+
+
+def test_a_sliding_window_and_a_soft_cap_switch_and_show(tmp_path):
+    page, trace_file = tmp_path / "g.html", tmp_path / "g.safetensors"
+    result = runner.invoke(app, ["run", "--model", str(model_dir("gemma2")), "the cat sat on the mat today",
+                                 "--save", str(trace_file), "--export-html", str(page)])
+    assert result.exit_code == 0, result.output
+    trace = Trace.load(trace_file)
+    windows = trace.meta["mask"]["windows"]
+    layer = next(int(k) for k, w in windows.items() if w)  # a sliding layer (window 3)
+    q = trace["input.ids"].shape[1] - 1
+    s = trace[f"blocks.{layer}.attn.scores"][0, 0, q].astype(np.float64)
+    keys = np.arange(s.size)
+    windowed = (keys <= q) & (keys > q - windows[str(layer)])
+    assert np.array_equal(kept_row(trace, layer, q), windowed) and not windowed.all()  # the recorded mask: causal & window
+    for fragment, keep in ((f"#layer={layer}&head=0&q={q}", windowed),
+                           (f"#layer={layer}&head=0&q={q}&window=off", keys <= q)):
+        dom, errors = dump(tmp_path, page, fragment, name="w" + str(len(fragment)))
+        assert errors == []
+        r = readout(dom, "row-readout")
+        assert ("window" in json.loads(r["parts"])) == ("window=off" not in fragment)
+        expected = np.zeros_like(s)
+        expected[keep] = softmax(s[keep])
+        assert np.abs(np.array(json.loads(r["weights"])) - expected).max() < TOL
+        rows = [n for n in dom.iter() if n.tag == "tr" and n.attrs.get("data-key") == "0"]
+        assert ("window (too far back)" in rows[0].text()) == ("window=off" not in fragment)
+    raw = [n for n in dom.iter() if n.tag == "td" and "c-raw" in n.classes()]
+    assert raw and "hidden" not in raw[0].attrs  # the soft-cap's input is shown beside the capped score
+    assert float(raw[q].text()) == pytest.approx(float(trace[f"blocks.{layer}.attn.scores.raw"][0, 0, q, q]), abs=1e-4)
