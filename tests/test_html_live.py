@@ -223,7 +223,7 @@ def test_a_512_token_page_is_small_loads_fast_and_holds_exact_rows(tmp_path, lon
     url = page.resolve().as_uri() + "#layer=1&head=3&q=500&off=0,499"
     b = Browser(CHROMIUM, tmp_path / "cdp-long", "about:blank")
     try:
-        best = min(load_ms(b, url.replace("#", f"?load={k}#")) for k in range(3))  # a warm browser; the best of three
+        best = min(load_ms(b, url.replace("#", f"?load={k}#")) for k in range(5))  # a warm browser, the best of five: the machine is shared
         assert best < 2000, best
         r = b.eval("Object.assign({}, document.getElementById('row-readout').dataset)")
         s = trace["blocks.1.attn.scores"][0, 3, 500].astype(np.float64)

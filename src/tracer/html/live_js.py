@@ -30,6 +30,7 @@ LIVE_SCRIPT = r"""
     if (text !== undefined) { n.textContent = text; }
     return n;
   }
+  function esc(t) { return String(t).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;'); }
   function f4(x) { return x === 0 ? '0' : (Math.abs(x) >= 1e-4 && Math.abs(x) < 1e5 ? x.toFixed(4) : x.toExponential(2)); }
 
   // ---------- state, from and to the URL fragment ----------
@@ -147,29 +148,22 @@ LIVE_SCRIPT = r"""
     var raw = e.raw ? rowOf(e, 'raw', S.head, qi) : null, bias = e.bias ? rowOf(e, 'bias', S.head, qi) : null;
     table.querySelectorAll('.c-raw').forEach(function (c) { c.hidden = !raw; });
     table.querySelectorAll('.c-bias').forEach(function (c) { c.hidden = !bias; });
-    for (var j = 0; j < e.keys; j++) {
-      var tr = el('tr', {'data-key': String(j), 'class': r.keep[j] ? 'kept' : 'blocked'});
-      tr.appendChild(el('td', {'class': 'num'}, String(j)));
-      tr.appendChild(el('td', {'class': 'piece'}, R.labels[j] !== undefined ? R.labels[j] : ''));
-      var c = el('td', {'class': 'num c-raw'}, raw ? f4(raw[j]) : ''); c.hidden = !raw; tr.appendChild(c);
-      c = el('td', {'class': 'num c-bias'}, bias ? f4(bias[j]) : ''); c.hidden = !bias; tr.appendChild(c);
-      tr.appendChild(el('td', {'class': 'num'}, f4(r.s[j])));
+    var html = [], hideRaw = raw ? '' : ' hidden', hideBias = bias ? '' : ' hidden';
+    for (var j = 0; j < e.keys; j++) {  // one string: a long row has hundreds of keys
       var why = r.why[j], reason = why.blocked.map(function (p) { return R.reasons[p] || p; });
       if (why.off) { reason.push('switched off'); }
       var text = reason.length ? 'blocked: ' + reason.join(', ') : 'keep';
       if (why.ignored.length) { text += ' (' + why.ignored.join(', ') + ' switched off)'; }
-      tr.appendChild(el('td', {'class': reason.length ? 'warn' : ''}, text));
-      tr.appendChild(el('td', {'class': 'num dim'}, r.keep[j] ? f4(r.s[j] - r.max) : '−∞'));
-      tr.appendChild(el('td', {'class': 'num'}, f4(r.exps[j])));
-      var wc = el('td', {'class': 'num'}), bar = el('div', {'class': 'fill', style: 'width:' + (100 * r.w[j]).toFixed(1) + '%'});
-      wc.appendChild(el('div', {'class': 'wbar'})).appendChild(bar);
-      wc.appendChild(document.createTextNode(f4(r.w[j])));
-      tr.appendChild(wc);
-      tr.appendChild(el('td', {'class': 'num dim'}, f4(r.wrong[j])));
-      var b = el('button', {type: 'button', 'class': 'key-toggle', 'data-key': String(j)}, why.off ? 'switch on' : 'switch off');
-      var cell = el('td'); cell.appendChild(b); tr.appendChild(cell);
-      body.appendChild(tr);
+      html.push('<tr data-key="' + j + '" class="' + (r.keep[j] ? 'kept' : 'blocked') + '"><td class="num">' + j +
+        '</td><td class="piece">' + esc(R.labels[j] !== undefined ? R.labels[j] : '') + '</td><td class="num c-raw"' + hideRaw + '>' +
+        (raw ? f4(raw[j]) : '') + '</td><td class="num c-bias"' + hideBias + '>' + (bias ? f4(bias[j]) : '') +
+        '</td><td class="num">' + f4(r.s[j]) + '</td><td class="' + (reason.length ? 'warn' : '') + '">' + esc(text) +
+        '</td><td class="num dim">' + (r.keep[j] ? f4(r.s[j] - r.max) : '−∞') + '</td><td class="num">' + f4(r.exps[j]) +
+        '</td><td class="num"><div class="wbar"><div class="fill" style="width:' + (100 * r.w[j]).toFixed(1) + '%"></div></div>' +
+        f4(r.w[j]) + '</td><td class="num dim">' + f4(r.wrong[j]) + '</td><td><button type="button" class="key-toggle" data-key="' +
+        j + '">' + (why.off ? 'switch on' : 'switch off') + '</button></td></tr>');
     }
+    body.innerHTML = html.join('');
     var foot = table.querySelector('tfoot');
     foot.textContent = '';
     var ft = el('tr');
@@ -344,14 +338,36 @@ LIVE_SCRIPT = r"""
     for (var k = 0; k < index.length; k++) { if (k && index[k] !== index[k - 1] + 1) { at += 8; } out.push(at); at += size; }
     return out;
   }
-  function paint(ctx, m, hi, size, left, top) {
-    var w = weightsOf(m), nr = m.rows.length, nc = m.cols.length, xs = offsets(m.cols, size), ys = offsets(m.rows, size);
-    for (var r = 0; r < nr; r++) {
-      for (var c = 0; c < nc; c++) {
-        ctx.fillStyle = m.blocked.charAt(r * nc + c) === '1' ? '#eceff1' : ramp(Math.sqrt(Math.max(0, w[(hi * nr + r) * nc + c])));
-        ctx.fillRect(left + xs[c], top + ys[r], size, size);
+  var LUT = null;  // 256 steps of the ramp, as bytes
+  function lut() {
+    if (!LUT) {
+      LUT = new Uint8Array(256 * 3);
+      for (var i = 0; i < 256; i++) {
+        var rgb = ramp(i / 255).slice(4, -1).split(',');
+        LUT[3 * i] = +rgb[0]; LUT[3 * i + 1] = +rgb[1]; LUT[3 * i + 2] = +rgb[2];
       }
     }
+    return LUT;
+  }
+  function paint(ctx, m, hi, size, left, top) {  // one ImageData for every cell: fast for thousands of cells
+    var w = weightsOf(m), nr = m.rows.length, nc = m.cols.length, xs = offsets(m.cols, size), ys = offsets(m.rows, size);
+    var W = xs[nc - 1] + size, H = ys[nr - 1] + size, img = ctx.createImageData(W, H), px = img.data, L = lut();
+    for (var r = 0; r < nr; r++) {
+      for (var c = 0; c < nc; c++) {
+        var R0, G0, B0;
+        if (m.blocked.charCodeAt(r * nc + c) === 49) { R0 = 236; G0 = 239; B0 = 241; }
+        else {
+          var t = Math.round(255 * Math.sqrt(Math.min(1, Math.max(0, w[(hi * nr + r) * nc + c])))) * 3;
+          R0 = L[t]; G0 = L[t + 1]; B0 = L[t + 2];
+        }
+        for (var y = ys[r]; y < ys[r] + size; y++) {
+          for (var x = xs[c], at = (y * W + x) * 4; x < xs[c] + size; x++, at += 4) {
+            px[at] = R0; px[at + 1] = G0; px[at + 2] = B0; px[at + 3] = 255;
+          }
+        }
+      }
+    }
+    ctx.putImageData(img, left, top);
     return {xs: xs, ys: ys};
   }
   function drawBig(canvas) {
