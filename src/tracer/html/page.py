@@ -26,8 +26,8 @@ def document(title: str, header: str, sections: list[tuple[str, str, str]], live
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
             f"<header>{header}<nav>{nav}</nav></header><main>{body}</main>"
             f"<footer>made by tracer {esc(__version__)} · one self-contained file, no network</footer>"
-            f"<script>{SCRIPT}</script>"
-            + (data_holder(live) if live else "") + f"<script>{LIVE_SCRIPT}</script></body></html>\n")
+            + (data_holder(live) if live else "") + f"<script>{LIVE_SCRIPT}</script>"
+            f"<script>{SCRIPT}</script></body></html>\n")  # the live views first: one layout, measured last
 
 
 def generic_section(name: str, data) -> tuple[str, str]:
