@@ -317,3 +317,10 @@ def test_a_sliding_window_and_a_soft_cap_switch_and_show(tmp_path):
     raw = [n for n in dom.iter() if n.tag == "td" and "c-raw" in n.classes()]
     assert raw and "hidden" not in raw[0].attrs  # the soft-cap's input is shown beside the capped score
     assert float(raw[q].text()) == pytest.approx(float(trace[f"blocks.{layer}.attn.scores.raw"][0, 0, q, q]), abs=1e-4)
+
+
+def test_the_panel_opens_on_the_asked_head_and_layer(tmp_path):
+    page = tmp_path / "h.html"
+    assert runner.invoke(app, ["run", "春天来", "--head", "1", "--layer", "0", "--export-html", str(page)]).exit_code == 0
+    r = readout(dump(tmp_path, page)[0], "row-readout")
+    assert (r["layer"], r["head"], r["q"]) == ("0", "1", "3")  # --layer, --head, the last real token

@@ -38,7 +38,7 @@ LIVE_SCRIPT = r"""
   // ---------- state, from and to the URL fragment ----------
   var PARTS = ['causal', 'window', 'padding', 'custom'];
   var S = {off: [], parts: {}, temp: 1, topp: 1, step: null};
-  if (R) { S.layer = R.layer; S.head = 0; S.q = R.q; }
+  if (R) { S.layer = R.layer; S.head = R.head || 0; S.q = R.q; }
   if (P) { S.pos = P.pos; S.topk = P.k; }
   function readHash() {
     var h = (location.hash || '').replace(/^#/, '');

@@ -174,6 +174,8 @@ def add_live_data(report: dict, trace, spec: dict, row: int, views: list[dict], 
         layer = att.get("layer") if att.get("layer") in layers else (layers[-1] if layers else 0)
         report["live_rows"] = row_data(trace, spec, row, view["stack"], layers, held, [t["token"] for t in tokens],
                                        layer, focus if focus in held else held[-1])
+        if isinstance(att.get("selected"), int):  # --head H: the panel opens on that head
+            report["live_rows"]["head"] = att["selected"]
     dist = report.get("distribution")
     if "top_k" in sections and dist and not dist.get("missing") and report.get(out_key):
         vocab = vocab or (lambda i: {"piece": f"id {i}", "bytes": "", "special": False})
