@@ -184,6 +184,11 @@ def test_a_click_on_a_heatmap_row_opens_it_and_the_step_link_opens_its_block(tmp
         assert (r["layer"], r["head"], r["q"]) == ("0", "1", "2")
         assert np.abs(np.array(json.loads(r["weights"])) - trace["blocks.0.attn.weights"][0, 1, 2]).max() < TOL
         assert b.eval("location.hash").startswith("#layer=0&head=1&q=2")
+        b.click('.pill[data-pos="1"]')  # a token chip: that query's row, and the distribution after it
+        r = b.eval("Object.assign({}, document.getElementById('row-readout').dataset)")
+        d = b.eval("Object.assign({}, document.getElementById('dist-readout').dataset)")
+        assert (r["layer"], r["head"], r["q"], d["pos"]) == ("0", "1", "1", "1")
+        assert "q=1" in b.eval("location.hash") and "pos=1" in b.eval("location.hash")
         assert b.errors() == []
     finally:
         b.close()

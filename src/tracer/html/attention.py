@@ -10,7 +10,6 @@ GAMMA = 0.5  # colour = sqrt(weight): long rows spread thin weights that a linea
 OPEN_ALL_UP_TO = 4000  # cells: small pages open every layer, larger ones only the layer in focus
 
 
-
 def _labels(report: dict, key: str, positions: list[int]) -> list[str]:
     tokens = report.get(key) or []
     return [tokens[p]["token"] if p < len(tokens) else "" for p in positions]
