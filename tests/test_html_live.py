@@ -329,3 +329,31 @@ def test_the_panel_opens_on_the_asked_head_and_layer(tmp_path):
     assert runner.invoke(app, ["run", "春天来", "--head", "1", "--layer", "0", "--export-html", str(page)]).exit_code == 0
     r = readout(dump(tmp_path, page)[0], "row-readout")
     assert (r["layer"], r["head"], r["q"]) == ("0", "1", "3")  # --layer, --head, the last real token
+
+
+def test_a_generation_page_works_each_decoding_steps_new_query_row(tmp_path):
+    trace_file, page = tmp_path / "g.safetensors", tmp_path / "g.html"
+    result = runner.invoke(app, ["generate", "春天", "--max-new-tokens", "3", "--save", str(trace_file)])
+    assert result.exit_code == 0, result.output
+    assert runner.invoke(app, ["report", str(trace_file), "-o", str(page)]).exit_code == 0
+    trace = Trace.load(trace_file)
+    n_prompt = trace["input.ids"].shape[1]
+    dom, errors = dump(tmp_path, page, "#layer=2&head=1&decode=2&off=0")
+    assert errors == []
+    r = readout(dom, "row-readout")
+    assert (r["decode"], r["q"], json.loads(r["off"])) == ("2", str(n_prompt - 1 + 2), [0])
+    s = trace["decode.2.blocks.2.attn.scores"][0, 1, 0].astype(np.float64)  # the new query against the whole cache
+    assert s.size == n_prompt + 2
+    expected = np.r_[0.0, softmax(s[1:])]
+    assert np.abs(np.array(json.loads(r["weights"])) - expected).max() < TOL
+    assert float(r["dropped"]) == pytest.approx(softmax(s)[0], abs=TOL)
+    b = Browser(CHROMIUM, tmp_path / "cdp-gen", page.resolve().as_uri())
+    try:
+        b.wait_for("document.documentElement.getAttribute('data-live') === 'ready'")
+        b.click('table.kv tr[data-t="1"] th')
+        r = b.eval("Object.assign({}, document.getElementById('row-readout').dataset)")
+        w = trace["decode.1.blocks.2.attn.weights"][0, 0, 0]
+        assert (r["decode"], r["layer"]) == ("1", "2") and np.abs(np.array(json.loads(r["weights"])) - w).max() < TOL
+        assert "decode=1" in b.eval("location.hash") and b.errors() == []
+    finally:
+        b.close()

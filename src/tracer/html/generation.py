@@ -23,9 +23,9 @@ def strip_table(v: dict) -> str:
                 css += " added"
             cells.append(f'<td class="{css}" style="background:{ramp(w ** 0.5)}" title="step {s["t"]}: query {s["query"]} → '
                          f'k {j} {esc(labels[j] if j < len(labels) else "")}: {w:.4f}"></td>')
-        rows.append(f'<tr data-t="{s["t"]}" data-cache="{s["cache_len"]}"><th>{s["t"]} {esc(s.get("token") or "")}</th>'
+        rows.append(f'<tr data-t="{s["t"]}" data-cache="{s["cache_len"]}" data-q="{s["query"]}"><th>{s["t"]} {esc(s.get("token") or "")}</th>'
                     f'{"".join(cells)}</tr>')
-    return (f'<table class="kv"><thead><tr><th>step</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    return (f'<table class="kv" data-layer="{v["layer"]}"><thead><tr><th>step</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
 def section(report: dict):
@@ -47,7 +47,7 @@ def section(report: dict):
             f'<h3>the KV cache, step by step (layer {v["layer"]})</h3>'
             '<p class="note">One row per decoding step, one column per cached position: the prompt\'s columns are grey-headed, '
             'each step appends one column (outlined). Colour = the new query\'s attention weight on each cached key, '
-            'the mean over heads (step 0 is the prefill\'s last row).</p>'
+            'the mean over heads (step 0 is the prefill\'s last row). Click a row to work it by hand in the row panel.</p>'
             f'<div class="rp-wrap">{strip_table(v)}</div>'
             + "".join(f'<p class="note warn">{esc(m)} was not kept</p>' for m in v["missing"][:3])
             + (f'<p class="note">{v["more"]} more steps not drawn</p>' if v.get("more") else "")

@@ -93,9 +93,10 @@ def ranges(values: list[int]) -> str:
 
 def row_panel(rows: dict, intro: str = "") -> str:
     """Controls (layer, head, query, mask parts), the readout and the table the script fills."""
-    layers = [e["layer"] for e in rows["layers"]]
+    layers = sorted({e["layer"] for e in rows["layers"] if e.get("decode") is None})
     labels = rows.get("labels") or []
     n_keys = rows["layers"][0]["keys"] if rows["layers"] else 0
+    decoded = [e["decode"] for e in rows["layers"] if e.get("decode") is not None]
     dtype = rows["layers"][0].get("dtype", "float32") if rows["layers"] else "float32"
     layer_opts = "".join(f'<option value="{n}"{" selected" if n == rows["layer"] else ""}>{n}</option>' for n in layers)
     q_opts = "".join(f'<option value="{q}"{" selected" if q == rows["q"] else ""}>{q} {esc(labels[q] if q < len(labels) else "")}'
@@ -106,7 +107,9 @@ def row_panel(rows: dict, intro: str = "") -> str:
     parts = "".join(f'<label class="part"><input type="checkbox" data-part="{p}" checked> {esc(t)}</label> '
                     for p, t in PART_LABELS)
     held = (f'This page holds the scores of query rows {ranges(rows["rows"])} over all {n_keys} keys, exactly '
-            f'({dtype}), for layer{"s" if len(layers) > 1 else ""} {ranges(layers)}.')
+            f'({dtype}), for layer{"s" if len(layers) > 1 else ""} {ranges(layers)}'
+            + (f', and each decoding step\'s new query row against the cache ({len(decoded)} steps; click a row of the '
+               'KV strip)' if decoded else "") + '.')
     head = ('<tr><th class="num">key</th><th>token</th><th class="num c-raw" title="attn.scores.raw: before the soft-cap">'
             'raw</th><th class="num c-bias" title="attn.position_bias: already inside the score">bias</th>'
             '<th class="num">score s</th><th>mask</th><th class="num">s − max</th><th class="num">exp</th>'

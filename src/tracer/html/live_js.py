@@ -37,7 +37,7 @@ LIVE_SCRIPT = r"""
 
   // ---------- state, from and to the URL fragment ----------
   var PARTS = ['causal', 'window', 'padding', 'custom'];
-  var S = {off: [], parts: {}, temp: 1, topp: 1, step: null};
+  var S = {off: [], parts: {}, temp: 1, topp: 1, step: null, decode: null};
   if (R) { S.layer = R.layer; S.head = R.head || 0; S.q = R.q; }
   if (P) { S.pos = P.pos; S.topk = P.k; }
   function readHash() {
@@ -52,12 +52,14 @@ LIVE_SCRIPT = r"""
       else if (k === 'off') { S.off = v.split(',').filter(function (x) { return x !== '' && isFinite(Number(x)); }).map(Number); }
       else if (PARTS.indexOf(k) >= 0) { S.parts[k] = v !== 'off'; }
       else if (k === 'step') { S.step = v; }
+      else if (k === 'decode') { S.decode = v !== '' && isFinite(n) ? Math.round(n) : null; }
     });
   }
   function writeHash() {
     var out = [];
     if (R) {
       out.push('layer=' + S.layer, 'head=' + S.head, 'q=' + S.q);
+      if (S.decode) { out.push('decode=' + S.decode); }
       if (S.off.length) { out.push('off=' + S.off.join(',')); }
       PARTS.forEach(function (p) { if (S.parts[p] === false) { out.push(p + '=off'); } });
     }
@@ -75,14 +77,19 @@ LIVE_SCRIPT = r"""
   }
 
   // ---------- the row, by hand ----------
-  function layerEntry(layer) {
-    for (var i = 0; i < R.layers.length; i++) { if (R.layers[i].layer === layer) { return R.layers[i]; } }
+  function layerEntry(layer, decode) {  // decode: a generation's decoding step (its own row), else the prefill
+    var want = decode === undefined ? (S.decode || null) : decode;
+    for (var i = 0; i < R.layers.length; i++) {
+      var e = R.layers[i];
+      if (e.layer === layer && (e.decode || null) === want) { return e; }
+    }
     return null;
   }
+  function rowsOf(e) { return e.rows || R.rows; }
   function rowOf(e, field, head, qi) {
     var key = '_' + field;
     if (!e[key]) { e[key] = decode(e[field], e.dtype === 'float64' ? Float64Array : Float32Array); }
-    var start = (head * R.rows.length + qi) * e.keys;
+    var start = (head * rowsOf(e).length + qi) * e.keys;
     return e[key].subarray(start, start + e.keys);
   }
   function workRow(e, qi) {
@@ -117,21 +124,24 @@ LIVE_SCRIPT = r"""
     var panel = document.getElementById('row-panel');
     if (!panel || !R) { return; }
     var out = document.getElementById('row-readout'), table = document.getElementById('rp-table');
-    var e = layerEntry(S.layer) || R.layers[R.layers.length - 1];
+    var e = layerEntry(S.layer);
+    if (!e) { S.decode = null; e = layerEntry(S.layer) || R.layers.filter(function (x) { return !x.decode; }).pop(); }
     if (!e) { out.textContent = 'no layer of this page holds its scores'; return; }
     S.layer = e.layer;
     S.head = Math.min(Math.max(0, S.head), e.heads - 1);
-    var qi = R.rows.indexOf(S.q), note = '';
+    var rows = rowsOf(e), qi = rows.indexOf(S.q), note = '';
     if (qi < 0) {
-      note = 'query ' + S.q + ' is not held by this page (it holds rows ' + R.rows[0] + '..' + R.rows[R.rows.length - 1] + ' as listed); showing ' + R.rows[R.rows.length - 1] + '. ';
-      qi = R.rows.length - 1; S.q = R.rows[qi];
+      note = e.decode ? '' : 'query ' + S.q + ' is not held by this page (it holds rows ' + rows[0] + '..' + rows[rows.length - 1] + ' as listed); showing ' + rows[rows.length - 1] + '. ';
+      qi = rows.length - 1; S.q = rows[qi];
     }
+    if (e.decode) { note += 'decoding step ' + e.decode + ': the new query against the ' + e.keys + ' cached keys. '; }
     S.off = S.off.filter(function (j) { return j >= 0 && j < e.keys; });
     var r = workRow(e, qi);
     syncControls(e);
     out.setAttribute('data-layer', String(S.layer));
     out.setAttribute('data-head', String(S.head));
     out.setAttribute('data-q', String(S.q));
+    if (e.decode) { out.setAttribute('data-decode', String(e.decode)); } else { out.removeAttribute('data-decode'); }
     out.setAttribute('data-off', JSON.stringify(S.off));
     out.setAttribute('data-weights', JSON.stringify(r.w));
     out.setAttribute('data-wrong', JSON.stringify(r.wrong));
@@ -209,9 +219,18 @@ LIVE_SCRIPT = r"""
     var panel = document.getElementById('row-panel');
     if (!panel || !R) { return; }
     var ls = document.getElementById('rp-layer'), hs = document.getElementById('rp-head'), qs = document.getElementById('rp-q');
-    if (ls) { ls.addEventListener('change', function () { S.layer = Number(ls.value); S.off = []; update(); }); }
+    if (ls) { ls.addEventListener('change', function () { S.layer = Number(ls.value); S.off = []; S.decode = null; update(); }); }
     if (hs) { hs.addEventListener('change', function () { S.head = Number(hs.value); update(); }); }
-    if (qs) { qs.addEventListener('change', function () { S.q = Number(qs.value); S.off = []; update(); }); }
+    if (qs) { qs.addEventListener('change', function () { S.q = Number(qs.value); S.off = []; S.decode = null; update(); }); }
+    document.querySelectorAll('table.kv tr[data-t]').forEach(function (tr) {
+      tr.addEventListener('click', function () {
+        var t = Number(tr.getAttribute('data-t'));
+        S.decode = t || null; S.layer = Number(tr.closest('table').getAttribute('data-layer')); S.off = [];
+        S.q = Number(tr.getAttribute('data-q'));
+        update();
+        panel.scrollIntoView({block: 'nearest'});
+      });
+    });
     panel.addEventListener('change', function (ev) {
       var p = ev.target.getAttribute && ev.target.getAttribute('data-part');
       if (p) { S.parts[p] = ev.target.checked; update(); }
@@ -230,7 +249,7 @@ LIVE_SCRIPT = r"""
         var cell = ev.target.closest('rect.cell'), q = cell ? cellQuery(svg, cell) : null;
         if (q === null) { return; }
         S.layer = Number(svg.getAttribute('data-layer')); S.head = Number(svg.getAttribute('data-head'));
-        S.q = q; S.off = [];
+        S.q = q; S.off = []; S.decode = null;
         update();
         panel.scrollIntoView({block: 'nearest'});
       });

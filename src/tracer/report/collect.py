@@ -16,7 +16,7 @@ import numpy as np
 
 from tracer.report.distribution import vocab_entry
 from tracer.report.generation import generation_view
-from tracer.report.interactive import dist_data, row_data
+from tracer.report.interactive import decode_rows, dist_data, row_data
 from tracer.report.lens_grid import lens_grid
 from tracer.report.mask import mask_report
 
@@ -157,6 +157,10 @@ def add_page_data(report: dict, trace, model=None, vocab=None, target_id: int | 
         report["generation_view"] = generation_view(trace, row, layer, name, [t["token"] for t in report.get("tokens") or []])
         if report["generation_view"] and "generation" not in sections:
             report["sections"] = list(sections) + ["generation"]
+        rows = report.get("live_rows")
+        if report["generation_view"] and rows and rows.get("stack") == "":  # the new query rows against the cache
+            rows["layers"] += decode_rows(trace, row, layer, len(report["tokens"]))
+            rows["labels"] = report["generation_view"]["labels"]
     return report
 
 

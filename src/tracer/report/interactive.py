@@ -17,7 +17,7 @@ from tracer.report.mask import mask_report
 
 TOP_LOGITS = 256  # logits stored per position for the live distribution
 PART_REASONS = {"causal": "causal (a later key)", "window": "window (too far back)", "padding": "padding (a pad key)",
-                "custom": "custom mask (--mask)"}
+                "custom": "custom mask (--mask)", "recorded": "the decoding step's mask (as recorded)"}
 
 
 def b64(array: np.ndarray, dtype: str) -> str:
@@ -69,6 +69,23 @@ def row_data(trace, spec: dict, row: int, stack: str, layers: list[int], rows: l
             parts_by_window[key] = mask_parts(trace, spec, row, layer, stack, rows)
         entry["parts"] = parts_by_window[key]
         out["layers"].append(entry)
+    return out
+
+
+def decode_rows(trace, row: int, layer: int, prompt_len: int) -> list[dict]:
+    """A generation trace's decoding steps at one layer: the new query's row of scores against the whole cache,
+    with the step's recorded keep-mask row (entries of the live rows with a `decode` step and their own row)."""
+    out = []
+    for t in range(1, len((trace.meta.get("generation") or {}).get("rows", [{}])[row].get("steps", [])) + 1):
+        name = f"decode.{t}.blocks.{layer}.attn.scores"
+        if name not in trace or not trace.step(name).kept:
+            continue
+        scores = trace.step(name).array[row]  # [heads, 1, cache]
+        mask = f"decode.{t}.blocks.{layer}.attn.mask"
+        keep = (np.broadcast_to(trace.step(mask).array[min(row, trace.step(mask).shape[0] - 1)], (1,) + scores.shape[1:])[0]
+                if mask in trace and trace.step(mask).kept else np.ones(scores.shape[1:], dtype=bool))  # [1, cache]
+        out.append({"layer": layer, "decode": t, "step": name, "heads": int(scores.shape[0]), "keys": int(scores.shape[-1]),
+                    "rows": [prompt_len - 1 + t], "scores": b64(scores, "float32"), "parts": {"recorded": bits(keep)}})
     return out
 
 
