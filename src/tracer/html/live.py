@@ -91,7 +91,7 @@ def ranges(values: list[int]) -> str:
     return ", ".join(out)
 
 
-def row_panel(rows: dict, intro: str = "") -> str:
+def row_panel(rows: dict, intro: str = "", held: str | None = None) -> str:
     """Controls (layer, head, query, mask parts), the readout and the table the script fills."""
     layers = sorted({e["layer"] for e in rows["layers"] if e.get("decode") is None})
     labels = rows.get("labels") or []
@@ -106,7 +106,7 @@ def row_panel(rows: dict, intro: str = "") -> str:
     hide_lh = " hidden" if len(layers) == 1 and heads == 1 else ""
     parts = "".join(f'<label class="part"><input type="checkbox" data-part="{p}" checked> {esc(t)}</label> '
                     for p, t in PART_LABELS)
-    held = (f'This page holds the scores of query rows {ranges(rows["rows"])} over all {n_keys} keys, exactly '
+    held = held or (f'This page holds the scores of query rows {ranges(rows["rows"])} over all {n_keys} keys, exactly '
             f'({dtype}), for layer{"s" if len(layers) > 1 else ""} {ranges(layers)}'
             + (f', and each decoding step\'s new query row against the cache ({len(decoded)} steps; click a row of the '
                'KV strip)' if decoded else "") + '.')

@@ -42,5 +42,5 @@ def row_page(worked, command: str) -> str:
               '(#causal=off&amp;off=2).</p>')
     intro = ('<p class="note">softmax(s)_j = exp(s_j − max) / Σ_k exp(s_k − max) over the kept keys; blocked keys get '
              '−∞ before the softmax, so exp(−∞) = 0 and the kept weights sum to 1.</p>')
-    return document("tracer mask · one row", header, [("row", "the row", row_panel(rows, intro))],
+    return document("tracer mask · one row", header, [("row", "the row", row_panel(rows, intro, held="The page holds the row exactly as the command computed it (float64)."))],
                     {"rows": rows, "dist": None})
