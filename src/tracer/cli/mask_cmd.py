@@ -82,13 +82,16 @@ def mask_command(
     row: Optional[str] = typer.Option(None, "--row", help="Scores of ONE row, e.g. 1.2,2.0,0.4: worked softmax, masked right and wrong.", rich_help_panel=ROW),
     query: Optional[int] = typer.Option(None, "--query", help="With --row: causal mask for the query at this position (keys 0..query; negative counts back from the last key).", rich_help_panel=ROW),
     row_keep: Optional[str] = typer.Option(None, "--row-keep", help="With --row: explicit keep flags, e.g. 1,1,0.", rich_help_panel=ROW),
+    export_html: Optional[str] = typer.Option(None, "--export-html", help="With --row: also write the row as an interactive page (toggle the mask and each key; opens offline).", rich_help_panel=ROW),
 ) -> None:
     console = make_console()
     token_list = split_tokens(tokens)
     if list_conventions:
         return list_command(console, as_json)
     if row is not None:
-        return row_command(console, row, token_list, query, row_keep, as_json)
+        return row_command(console, row, token_list, query, row_keep, as_json, export_html)
+    if export_html is not None:
+        raise TracerError("--export-html goes with --row (one row worked by hand)")
     if convention is None:
         raise TracerError("--convention NAME is required", hint="tracer mask --list shows them")
     if save:
@@ -172,8 +175,15 @@ def list_command(console, as_json: bool) -> None:
     console.print(ConventionsView(list(CONVENTIONS.values())))
 
 
-def row_command(console, row: str, tokens, query, row_keep, as_json: bool) -> None:
+def row_command(console, row: str, tokens, query, row_keep, as_json: bool, export_html: str | None = None) -> None:
     from tracer.masks.row import work_row
+
+    if export_html is not None:
+        from pathlib import Path
+
+        from tracer.outputs import check_output
+
+        check_output(Path(export_html), "--export-html")
 
     scores = parse_floats(row, "--row")
     keep = [bool(v) for v in parse_int_list(row_keep, "--row-keep")] if row_keep else None
@@ -185,12 +195,27 @@ def row_command(console, row: str, tokens, query, row_keep, as_json: bool) -> No
                               f"or -{len(scores)}..-1 from the end)")
         query += len(scores)
     worked = work_row(scores, tokens, query, keep)
+    if export_html is not None:
+        write_row_page(export_html, worked, row, tokens, query, row_keep)
     if as_json:
         emit_json(worked.to_json())
         return
     from tracer.render.mask_row_view import worked_row_view
 
     console.print(worked_row_view(worked))
+
+
+def write_row_page(path: str, worked, row: str, tokens, query, row_keep) -> None:
+    """The worked row as the article's widget (tracer.html.row_page), written atomically."""
+    from pathlib import Path
+
+    from tracer.cli.run_cmd import write_text
+    from tracer.html.row_page import row_page
+
+    command = "tracer mask --row " + row + (f" --tokens {','.join(tokens)}" if tokens else "") + (
+        f" --query {query}" if query is not None else "") + (f" --row-keep {row_keep}" if row_keep else "")
+    write_text(Path(path), row_page(worked, command))
+    print(f"wrote {path}", file=sys.stderr)
 
 
 # ---------- parsing helpers ----------

@@ -45,6 +45,7 @@ def report(
 ):
     from tracer.cli.run_cmd import DEFAULT_TOP_K, refuse_headless, vocab_lookup, write_run_page
     from tracer.report import RunOptions, build_report
+    from tracer.report.collect import vocab_from_trace
     from tracer.report.options import DEFAULT_SECTIONS, resolve_sections
     from tracer.trace import Trace
 
@@ -68,9 +69,9 @@ def report(
         sections = DEFAULT_SECTIONS + (("lens",) if has_lens else ())
     refuse_headless(trace.meta["model"]["spec"].get("head", "lm"), top_k=top_k)
     options = RunOptions(batch_row=batch_row, top_k=DEFAULT_TOP_K if top_k is None else top_k, position=position, layer=layer, sections=sections)
-    vocab = vocab_lookup(m.tokenizer if m is not None else None)
+    vocab = vocab_lookup(m.tokenizer) if m is not None and m.tokenizer is not None else vocab_from_trace(trace.meta)
     report_data = build_report(trace, options, vocab=vocab, model=m)
-    write_run_page(output, report_data, trace, m, vocab)  # confirms on stderr, once
+    write_run_page(output, report_data, trace, m, vocab)  # it says what it wrote, once
 
 
 def resolve_model(trace, folder: Path | None):

@@ -8,7 +8,9 @@ shown as its data, folded, so a newer report never breaks the page.
 
 from __future__ import annotations
 
-from tracer.html import attention, card, cost, distribution, flow, lens, mask, pooled, routing, tokens, values
+from tracer.html import (attention, card, cost, distribution, flow, generation, lens, mask, pooled, routing, tokens,
+                         values)
+from tracer.html.live import live_data
 from tracer.html.page import build_sections, document
 
 RUN_SECTIONS = {
@@ -23,6 +25,7 @@ RUN_SECTIONS = {
     "pooled": pooled.section,
     "lens": lens.section,
     "cost": cost.section,
+    "generation": generation.section,
 }
 
 __all__ = ["RUN_SECTIONS", "run_page", "diff_page"]
@@ -33,7 +36,7 @@ def run_page(report: dict) -> str:
     model = (report.get("model") or {}).get("name") or "model"
     prompt = report.get("prompt")
     title = f"tracer · {model}" + (f" · {prompt[:60]}" if prompt else "")
-    return document(title, card.header(report), build_sections(report, RUN_SECTIONS))
+    return document(title, card.header(report), build_sections(report, RUN_SECTIONS), live_data(report))
 
 
 def diff_page(diff: dict) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tracer.html.common import esc, fmt
 from tracer.html.heatmap import heatmap_svg, legend
+from tracer.html.live import drawn_by_script, row_panel
 
 GAMMA = 0.5  # colour = sqrt(weight): long rows spread thin weights that a linear scale leaves white
 OPEN_ALL_UP_TO = 4000  # cells: small pages open every layer, larger ones only the layer in focus
@@ -25,10 +26,10 @@ def head_map(view: dict, layer: int, head: dict, blocked, rows: list[str], cols:
 
     stack = view.get("stack") or ""
     caption = f"{stack + ' ' if stack else ''}{'cross-attention ' if view.get('part') == 'cross_attn' else ''}layer {layer} head {head['head']}"
+    attrs = {"data-stack": stack, "data-part": view.get("part", "attn"), "data-layer": layer,
+             "data-head": head["head"], "data-q": len(w), "data-k": len(w[0]) if w else 0}
     svg = heatmap_svg(values, rows, cols, tip=tip, row_index=rp, col_index=cp, caption=caption,
-                      cell_text=lambda r, c, v: f"{v:.2f}", gamma=GAMMA,
-                      attrs={"data-stack": stack, "data-part": view.get("part", "attn"), "data-layer": layer,
-                             "data-head": head["head"], "data-q": len(w), "data-k": len(w[0]) if w else 0})
+                      cell_text=lambda r, c, v: f"{v:.2f}", gamma=GAMMA, attrs=attrs)
     kv = f" · kv head {kv_head}" if kv_head is not None else ""
     return f'<div class="head"><div class="label">head {head["head"]}{kv}</div>{svg}</div>'
 
@@ -39,11 +40,31 @@ def layer_block(report: dict, view: dict, entry: dict, opened: bool, group: int)
         return f'<details class="layer"><summary>layer {layer}</summary><p class="note">{esc(entry["missing"])}</p></details>'
     rows = _labels(report, view["rows"], view["row_positions"])
     cols = _labels(report, view["cols"], view["col_positions"])
+    if drawn_by_script(view):
+        return glance_block(view, entry, opened, group)
     maps = "".join(head_map(view, layer, h, entry.get("blocked"), rows, cols, h["head"] // group if group > 1 else None)
                    for h in entry["heads"])
     return (f'<details class="layer"{" open" if opened else ""}><summary>layer {layer} · {len(entry["heads"])} heads · '
             f'<span class="mono dim">{esc(entry["step"])}</span></summary><div class="body readable">'
             f'<div class="readout">hover a cell for its weight</div><div class="heads">{maps}</div></div></details>')
+
+
+def glance_block(view: dict, entry: dict, opened: bool, group: int) -> str:
+    """Every head of one layer as a small multiple; a click opens that head large (drawn by the script)."""
+    layer, stack, part = entry["layer"], view.get("stack") or "", view.get("part", "attn")
+    where = f'data-stack="{esc(stack)}" data-part="{esc(part)}" data-layer="{layer}"'
+    w, h3 = 3 * len(view["col_positions"]), 3 * len(view["row_positions"])
+    kv = lambda h: f" · kv {h // group}" if group > 1 else ""  # noqa: E731
+    thumbs = "".join(
+        f'<figure class="thumb"><canvas class="thumb" {where} data-head="{h["head"]}" width="{w}" height="{h3}"></canvas>'
+        f'<figcaption>head {h["head"]}{kv(h["head"])}</figcaption></figure>' for h in entry["heads"])
+    return (f'<details class="layer"{" open" if opened else ""}><summary>layer {layer} · {len(entry["heads"])} heads · '
+            f'<span class="mono dim">{esc(entry["step"])}</span></summary><div class="body">'
+            f'<p class="note">every head at a glance; click one to open it large (float16 weights, for the eye; '
+            f'the row panel reads the exact scores)</p><div class="glance" {where}>{thumbs}</div>'
+            f'<div class="readout glance-readout">hover the large map for a weight</div>'
+            f'<canvas class="big" {where} data-head="{entry["heads"][0]["head"] if entry["heads"] else 0}"></canvas>'
+            '</div></details>')
 
 
 def view_notes(report: dict, view: dict) -> list[str]:
@@ -80,6 +101,11 @@ def section(report: dict):
         view = {"rows": "tokens", "cols": "tokens", "row_positions": list(range(n_q)), "col_positions": list(range(n_k))}
         return "attention", intro + layer_block(report, view, dict(att, step=att.get("step", "")), True, group)
     parts = [intro]
+    rows = report.get("live_rows")
+    if rows and rows.get("layers"):
+        parts.append('<h3>the row, by hand</h3>' + row_panel(rows, '<p class="note">Click a row of any heatmap below '
+                     '(or a token chip above) to work that query\'s row: its scores, the mask with the reason for each '
+                     'blocked key, exp, their sum and the weights.</p>'))
     for view in views:
         if view.get("title"):
             parts.append(f"<h3>{esc(view['title'])}</h3>")

@@ -13,10 +13,19 @@ CARD_ROWS = (("name", "name"), ("family", "family"), ("route", "route"), ("param
              ("computed in", "compute_dtype"))
 
 
+HEADER_PROMPT = 160  # characters of the prompt the header shows
+
+
+def short_prompt(prompt: str) -> str:
+    return prompt if len(prompt) <= HEADER_PROMPT else prompt[:HEADER_PROMPT - 1] + "…"
+
+
 def header(report: dict) -> str:
     model = report.get("model") or {}
     prompt = report.get("prompt")
-    shown = (f'<p class="prompt">prompt: <strong>{esc(prompt)}</strong></p>' if prompt is not None
+    shown = (f'<p class="prompt">prompt: <strong>{esc(short_prompt(prompt))}</strong>'
+             + (f' <span class="dim">({len(prompt):,} characters; the tokens section has them all)</span>'
+                if len(prompt) > HEADER_PROMPT else "") + "</p>" if prompt is not None
              else '<p class="prompt dim">token ids given directly (no prompt text)</p>')
     batch = ""
     if report.get("batch_size", 1) > 1:

@@ -17,9 +17,25 @@ def log_ticks(lo: float, hi: float) -> list[int]:
     return list(range(a, b + 1, step))
 
 
+def spaced_labels(groups, px, gap: float = 34.0) -> list[tuple[int, str]]:
+    """The group labels that fit without overlapping; a block's label wins over an outer step's (embed, input)."""
+    kept: list[tuple[int, str]] = []
+    for x, label in groups:
+        if kept and px(x) - px(kept[-1][0]) < gap:
+            if "block" in label and "block" not in kept[-1][1]:
+                kept[-1] = (x, label)  # block 0 right after the embedding: name the block
+            continue
+        kept.append((x, label))
+    return kept
+
+
+EXACT_ROW = 14  # px below the lowest gridline: where exactly equal steps are drawn (they have no log value)
+
+
 def log_chart(points: list[dict], *, floor: float, threshold: float | None = None, marker: int | None = None,
               groups: list[tuple[int, str]] = (), y_label: str = "") -> str:
-    """points: {"x": index, "y": value or None (not compared), "status", "tip"}; y <= floor is drawn at the floor.
+    """points: {"x": index, "y": value or None (not compared), "status", "tip"}; y <= floor (exactly equal) is
+    drawn on its own "exact" row under the log axis, never on a gridline.
 
     `marker` is the x of the first divergence (a red vertical line); `groups` label x ranges (block starts)."""
     ys = [p["y"] for p in points if p["y"] is not None and p["y"] > floor]
@@ -27,22 +43,25 @@ def log_chart(points: list[dict], *, floor: float, threshold: float | None = Non
     lo_exp, hi_exp = math.floor(math.log10(floor)), math.ceil(math.log10(hi))
     n = max(1, len(points) - 1)
     px = lambda x: LEFT + (W - LEFT - RIGHT) * x / n  # noqa: E731
-    py = lambda y: TOP + (H - TOP - BOTTOM) * (1 - (math.log10(max(y, floor)) - lo_exp) / max(1, hi_exp - lo_exp))  # noqa: E731
+    plot = H - TOP - BOTTOM - EXACT_ROW - 6  # the log axis; the exact row sits under it
+
+    def log_y(v):
+        return TOP + plot * (1 - (math.log10(v) - lo_exp) / max(1, hi_exp - lo_exp))
+
+    def py(y):
+        return H - BOTTOM - 6 if y <= floor else log_y(y)
     out = [f'<svg class="chart" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" aria-label="{esc(y_label)}">']
     for e in log_ticks(10.0 ** lo_exp, 10.0 ** hi_exp):
-        y = py(10.0 ** e)
+        y = log_y(10.0 ** e)
         out.append(f'<line class="grid" x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}"/>'
                    f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">1e{e}</text>')
+    out.append(f'<text x="{LEFT - 6}" y="{H - BOTTOM - 2}" text-anchor="end" class="dim">exact</text>')
     out.append(f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}"/>'
                f'<line class="axis" x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}"/>')
     out.append(f'<text x="14" y="{(TOP + H - BOTTOM) / 2:.0f}" transform="rotate(-90 14 {(TOP + H - BOTTOM) / 2:.0f})" '
                f'text-anchor="middle">{esc(y_label)}</text>')
-    last_label = -1e9
-    for x, label in groups:
+    for x, label in spaced_labels(groups, px):
         gx = px(x)
-        if gx - last_label < 34:  # too close to the previous label to read
-            continue
-        last_label = gx
         out.append(f'<line class="grid" x1="{gx:.1f}" y1="{TOP}" x2="{gx:.1f}" y2="{H - BOTTOM}"/>'
                    f'<text x="0" y="0" transform="translate({gx + 3:.1f},{H - BOTTOM + 14}) rotate(40)">{esc(label)}</text>')
     if threshold is not None and threshold > 0:

@@ -11,6 +11,13 @@ from tracer.html.page import document, generic_section
 SHOWN_EXTRAS = ("moved_tokens", "weights")
 
 
+def cosine_text(c) -> str:
+    """A cosine near 1 as 1 − gap (0.9999928 is `1 − 7.2e-06`, not `1`); exactly 1 as 1."""
+    if not isinstance(c, (int, float)) or c == 1 or not 0.999 < c < 1:
+        return fmt(c)
+    return f"1 − {fmt(1 - c, 2)}"
+
+
 def error_points(steps: list[dict]) -> tuple[list[dict], float]:
     """One point per step: its max |B - A| (None when not compared), and the floor exact matches sit on."""
     values = [s["metrics"].get("max_abs") for s in steps]
@@ -26,7 +33,7 @@ def error_points(steps: list[dict]) -> tuple[list[dict], float]:
         if m.get("nmse_db") is not None:  # a number, or "-inf" / "inf" / "nan" (JSON's non-finite strings)
             tip += f"; NMSE {m['nmse_db']:.1f} dB" if isinstance(m["nmse_db"], float) else f"; NMSE {m['nmse_db']} dB"
         if m.get("cosine") is not None:
-            tip += f"; cosine {m['cosine']:.6f}" if isinstance(m["cosine"], float) else f"; cosine {m['cosine']}"
+            tip += f"; cosine {cosine_text(m['cosine'])}"
         if s.get("reason"):
             tip += f"; {s['reason']}: {s.get('detail', '')}"
         y = None if v is None or s["status"] not in ("pass", "fail") else float(v)
@@ -70,8 +77,8 @@ def first_section(diff: dict):
     facts = [f"shape ref {shape_text(step.get('ref_shape'))} {step.get('ref_dtype') or ''}, "
              f"mine {shape_text(step.get('mine_shape'))} {step.get('mine_dtype') or ''}"]
     if "max_abs" in m:
-        facts.append(" · ".join(f"{k.replace('_', ' ')} {fmt(m[k])}" for k in ("max_abs", "mean_abs", "max_rel", "cosine", "nmse_db")
-                                if m.get(k) is not None))
+        facts.append(" · ".join(f"{k.replace('_', ' ')} {cosine_text(m[k]) if k == 'cosine' else fmt(m[k])}"
+                                for k in ("max_abs", "mean_abs", "max_rel", "cosine", "nmse_db") if m.get(k) is not None))
     if step.get("introduced"):
         facts.append("the error starts here: every input of this step matched exactly")
     body = (f'<p><span class="bad mono">{esc(first["step"])}</span> [{esc(first.get("reason"))}]</p>'

@@ -5,14 +5,15 @@ from __future__ import annotations
 import math
 
 from tracer.html.common import esc, fmt, uniform
+from tracer.html.live import dist_controls
 
 
 def _finite(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
-def _bar_row(e: dict, top: float, texts: tuple[str, str, str], css: str = "") -> str:
-    width = 100.0 * e["prob"] / top if top > 0 and _finite(e["prob"]) else 0.0  # no bar for a NaN probability
+def _bar_row(e: dict, texts: tuple[str, str, str], css: str = "") -> str:
+    width = 100.0 * min(1.0, max(0.0, e["prob"])) if _finite(e["prob"]) else 0.0  # the bar is the probability; none for NaN
     prob, logit, cum = texts
     return (f'<tr class="{css}"><td class="num">{e.get("rank", "")}</td><td class="piece">{esc(e["token"])}</td>'
             f'<td class="num dim">{e["id"]}</td><td class="bar"><div class="fill" style="width:{width:.1f}%" '
@@ -28,17 +29,20 @@ def section(report: dict):
     if fills:  # a masked LM: one table per mask token
         return "masked tokens", "".join(bars(f.get("distribution") or {}, f.get("top_k")) for f in fills)
     title = "masked token" if (dist or {}).get("kind") == "fill" else "next token"
-    return title, bars(dist or {}, top_k)
+    live = report.get("live_dist")
+    body = bars(dist or {}, top_k)
+    if live:
+        body = dist_controls(live) + f'<div class="static-bars">{body}</div>'
+    return title, body
 
 
 def bars(dist: dict, top_k) -> str:
     if dist.get("missing"):
         return f'<p class="note warn">{esc(dist["missing"])}</p>'
-    top = max((e["prob"] for e in top_k or [] if _finite(e["prob"])), default=0.0)
     target = dist.get("target")
     entries = list(top_k or []) + ([dict(target, cum=None)] if target is not None else [])
     columns = [uniform([e.get(k) for e in entries], 4 if k != "logit" else 2) for k in ("prob", "logit", "cum")]
-    rows = [_bar_row(e, top, (columns[0][i], columns[1][i], columns[2][i]), "target" if target is not None and i == len(entries) - 1 else "")
+    rows = [_bar_row(e, (columns[0][i], columns[1][i], columns[2][i]), "target" if target is not None and i == len(entries) - 1 else "")
             for i, e in enumerate(entries)]
     where = "in place of" if dist.get("kind") == "fill" else "after"
     if dist.get("nonfinite"):

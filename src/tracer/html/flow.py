@@ -11,12 +11,24 @@ def named_shape(axes, shape) -> str:
     return "[" + ", ".join(f"{a}={n}" for a, n in zip(axes, shape)) + "]"
 
 
-def _stats(s: dict) -> str:
+def _stats(s: dict, r: dict | None = None) -> str:
+    """μ σ [min, max]; integer steps (ids, mask, positions) only their range; the masked scores' −inf are
+    what the mask puts there (said plainly, not as a warning), NaN and any other Inf are warnings."""
     if not s:
         return ""
+    r = r or {}
+    if str(r.get("dtype", "")).startswith(("int", "uint", "bool")):
+        whole = lambda v: fmt(int(v)) if isinstance(v, float) and v.is_integer() else fmt(v, 3)  # noqa: E731
+        return esc(f"[{whole(s.get('min'))}, {whole(s.get('max'))}]")
     text = f"μ {fmt(s.get('mean'), 3)} σ {fmt(s.get('std'), 3)} [{fmt(s.get('min'), 3)}, {fmt(s.get('max'), 3)}]"
-    bad = [f"{s[k]:g} {k}" for k in ("nan", "inf") if s.get(k)]
-    return esc(text) + (f' <span class="warn">{esc(", ".join(bad))}</span>' if bad else "")
+    masked = r.get("name", "").endswith("masked_scores")
+    bad = [f"{s['nan']:g} NaN"] if s.get("nan") else []
+    note = ""
+    if s.get("inf") and masked:
+        note = f' <span class="dim">{s["inf"]:g} × −inf: the blocked keys, as the mask sets them</span>'
+    elif s.get("inf"):
+        bad.append(f"{s['inf']:g} ±inf")
+    return esc(text) + note + (f' <span class="warn">{esc(", ".join(bad))}</span>' if bad else "")
 
 
 def _inputs(r: dict) -> str:
@@ -39,7 +51,7 @@ def _row(r: dict, compute_dtype, local: bool) -> str:
     dtype = "" if r.get("dtype") == compute_dtype else f' <span class="dim">{esc(r.get("dtype"))}</span>'
     return (f'<tr><td class="mono" title="{esc(r["name"])}">{esc(name)}{kept}</td><td>{esc(r.get("op", ""))}</td>'
             f'<td class="mono">{_inputs(r)}</td><td class="mono">{esc(named_shape(r.get("axes"), r.get("shape")))}{dtype}</td>'
-            f'<td class="mono">{_stats(r.get("stats") or {})}</td></tr>')
+            f'<td class="mono">{_stats(r.get("stats") or {}, r)}</td></tr>')
 
 
 HEAD = "<tr><th>step</th><th>op</th><th>from</th><th>shape</th><th>statistics</th></tr>"
@@ -101,4 +113,6 @@ def section(report: dict):
     note = ('<p class="note">Each row is one recorded step, in order; shapes name their axes; statistics are μ mean, '
             'σ std, [min, max]. Blocks fold: click one to open it. '
             '<button id="toggle-all" type="button">open all blocks</button></p>')
-    return "shape flow", note + "".join(parts)
+    from tracer.html.explain import explained
+
+    return "shape flow", explained(report) + note + "".join(parts)

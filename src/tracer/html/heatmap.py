@@ -14,6 +14,7 @@ from tracer.html.common import clip_label, esc, fmt, ink_for, ramp, text_width
 FONT = 11.0
 GAP = 10.0  # px between two shown indices that are not neighbours
 MAX_LABEL = 150.0
+SMALL_FONT = 10.5  # px: the labels of dense maps stay readable (9.5 px rendered as ~7 px high glyphs)
 
 
 def cell_size(n_rows: int, n_cols: int) -> float:
@@ -51,7 +52,7 @@ def heatmap_svg(values: Sequence[Sequence[float | None]], row_labels: Sequence[s
     col_index = list(col_index) if col_index is not None else list(range(n_c))
     size = cell or cell_size(n_r, n_c)
     show_values = size >= 30 if show_values is None else show_values
-    font = FONT if size >= 14 else 9.5
+    font = FONT if size >= 14 else SMALL_FONT
     rows = [clip_label(f"{i} {t}" if number_rows else t, MAX_LABEL, font) for i, t in zip(row_index, row_labels)]
     cols = [clip_label(f"{i} {t}", MAX_LABEL, font) for i, t in zip(col_index, col_labels)]
     left = round(max((text_width(t, font) for t in rows), default=0) + 10)

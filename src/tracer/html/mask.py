@@ -8,6 +8,7 @@ from __future__ import annotations
 from tracer.report.collect import focus_position, shown_positions
 from tracer.html.common import esc, fmt
 from tracer.html.heatmap import heatmap_svg
+from tracer.html.live import GLANCE_OVER
 
 
 def grid_map(name: str, grid, rows: list[str], cols: list[str], rp: list[int], cp: list[int]) -> str:
@@ -40,12 +41,18 @@ def bucket_table(b: dict) -> str:
             f'<tbody>{rows}</tbody></table>')
 
 
-def mask_block(report: dict, m: dict) -> str:
+def grid_positions(report: dict, m: dict) -> tuple[tuple[str, list[int]], tuple[str, list[int]]]:
+    """((row token key, shown rows), (column token key, shown columns)) of a mask's grids."""
     cross = m.get("part") == "cross_attn"
     row_key = "decoder_tokens" if m.get("stack") == "decoder" else "tokens"
     col_key = "tokens" if cross else row_key
+    return (row_key, _positions(report, row_key)), (col_key, _positions(report, col_key))
+
+
+def mask_block(report: dict, m: dict) -> str:
+    cross = m.get("part") == "cross_attn"
+    (row_key, rp), (col_key, cp) = grid_positions(report, m)
     row_tokens, col_tokens = report.get(row_key) or [], report.get(col_key) or []
-    rp, cp = _positions(report, row_key), _positions(report, col_key)
     rows, cols = [row_tokens[p]["token"] for p in rp], [col_tokens[p]["token"] for p in cp]
     where = f"{m['stack']} " if m.get("stack") else ""
     lines = [f"{where}{'cross-attention ' if cross else ''}layer {m.get('layer')} · {m.get('source', 'built')} · "
@@ -73,6 +80,12 @@ def mask_block(report: dict, m: dict) -> str:
     maps = "".join(f'<div class="head"><div class="label">{esc(name)}</div>{grid_map(name, g, rows, cols, rp, cp)}</div>'
                    for name, g in (m.get("grids") or {}).items())
     buckets = bucket_table(m["buckets"]) if m.get("buckets") else ""
+    if len(rp) * len(cp) > GLANCE_OVER:  # a long prompt: drawn by the page's script (live.glance_maps)
+        where = f'data-stack="{esc(m.get("stack") or "")}" data-layer="{m.get("layer")}" data-head="0"'
+        maps = "".join(f'<div class="head"><div class="label">{esc(name)}</div><canvas class="big" {where} '
+                       f'data-part="mask-{esc(m.get("part", "attn"))}-{esc(name)}"></canvas></div>' for name in m.get("grids") or {})
+        return (f'<p class="note">{esc(" · ".join(lines))}</p>{table}{combine}{note}'
+                f'<div class="readable"><div class="glance-readout readout">hover a cell</div><div class="heads">{maps}</div></div>{buckets}')
     return (f'<p class="note">{esc(" · ".join(lines))}</p>{table}{combine}{note}'
             f'<div class="readable"><div class="readout">hover a cell</div><div class="heads">{maps}</div></div>{buckets}')
 

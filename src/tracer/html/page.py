@@ -7,13 +7,16 @@ from typing import Callable
 
 from tracer import __version__
 from tracer.html.common import esc
+from tracer.html.live import data_holder
+from tracer.html.live_js import LIVE_SCRIPT
 from tracer.html.style import CSS, SCRIPT
 
 SectionBuilder = Callable[[dict], "tuple[str, str] | None"]  # report -> (title, body html) or None when absent
 
 
-def document(title: str, header: str, sections: list[tuple[str, str, str]]) -> str:
-    """sections: (name, title, body html), in page order; numbered as they appear."""
+def document(title: str, header: str, sections: list[tuple[str, str, str]], live: dict | None = None) -> str:
+    """sections: (name, title, body html), in page order; numbered as they appear. `live`: the numbers the
+    live views read (tracer.html.live), with their script."""
     nav = "".join(f'<a href="#sec-{esc(name)}">{esc(t)}</a>' for name, t, _ in sections)
     body = "".join(
         f'<section id="sec-{esc(name)}" data-section="{esc(name)}"><h2>{n} · {esc(t)}</h2>{html}</section>'
@@ -23,7 +26,8 @@ def document(title: str, header: str, sections: list[tuple[str, str, str]]) -> s
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
             f"<header>{header}<nav>{nav}</nav></header><main>{body}</main>"
             f"<footer>made by tracer {esc(__version__)} · one self-contained file, no network</footer>"
-            f"<script>{SCRIPT}</script></body></html>\n")
+            + (data_holder(live) if live else "") + f"<script>{LIVE_SCRIPT}</script>"
+            f"<script>{SCRIPT}</script></body></html>\n")  # the live views first: one layout, measured last
 
 
 def generic_section(name: str, data) -> tuple[str, str]:

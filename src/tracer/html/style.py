@@ -40,7 +40,7 @@ details > .body { padding: 4px 10px; overflow-x: auto; }
 .head .label { font-size: 12px; color: var(--dim); }
 svg text { font-size: 11px; fill: var(--ink); }
 svg text.v { font-size: 10px; pointer-events: none; }
-svg.small text { font-size: 9.5px; }
+svg.small text { font-size: 10.5px; }
 svg text.v.on-dark { fill: #ffffff; }
 svg rect.cell { stroke: #ffffff; stroke-width: 0.5; }
 svg rect.cell:hover { stroke: #e6550d; stroke-width: 2; }
@@ -101,3 +101,35 @@ SCRIPT = """
   document.documentElement.setAttribute('data-ready', String(document.querySelectorAll('svg.heatmap').length));
 })();
 """
+
+LIVE_CSS = """
+.rowpanel { border: 1px solid var(--line); border-radius: 4px; padding: 6px 10px; background: #fbfcfd; }
+.controls { display: flex; flex-wrap: wrap; gap: 4px 10px; align-items: center; margin: 4px 0; }
+.controls input[type=number] { width: 5em; }
+.rp-wrap { max-height: 460px; overflow: auto; }
+.rowtable tr.blocked td { color: var(--dim); }
+.rowtable td, .rowtable th { white-space: nowrap; }
+.rowtable button { font-size: 12px; padding: 0 6px; }
+.rowtable .wbar { display: inline-block; width: 80px; height: 10px; margin-right: 6px; vertical-align: middle; background: #eef2f6; }
+.rowtable .wbar .fill { height: 10px; }
+.pill[data-pos] { cursor: pointer; }
+svg.heatmap[data-layer] rect.cell { cursor: pointer; }
+.glance { display: flex; flex-wrap: wrap; gap: 8px 14px; }
+figure.thumb { margin: 0; font-size: 12px; color: var(--dim); text-align: center; }
+canvas.thumb { display: block; border: 1px solid var(--line); cursor: pointer; }
+canvas.thumb.chosen { outline: 2px solid #e6550d; }
+canvas.big { display: block; margin-top: 6px; cursor: pointer; }
+table.kv td { width: 18px; min-width: 18px; height: 18px; padding: 0; border: 1px solid #fff; }
+table.kv td.empty { background: transparent; }
+table.kv td.added { outline: 2px solid #e6550d; outline-offset: -2px; }
+table.kv th { font-size: 11px; font-weight: 400; padding: 1px 3px; text-align: center; }
+table.kv thead th.prompt { background: #e3e7eb; color: var(--dim); }
+table.kv thead th.new { background: #fff4e5; }
+ol.explained { margin: 6px 0; padding-left: 0; list-style: none; max-width: 1100px; }
+li.explain { margin: 4px 0; padding: 4px 8px; border-left: 3px solid var(--accent); background: #fbfcfd; }
+a.step-link { color: var(--accent); text-decoration: none; margin-right: 6px; }
+svg.heatmap.chosen { outline: 2px solid #e6550d; outline-offset: 2px; }
+tr.step-focus td { background: #fff4e5; }
+#row-readout, #dist-readout { color: var(--ink); }
+"""
+CSS += LIVE_CSS

@@ -18,6 +18,13 @@ def _flags(t: dict) -> str:
     return ", ".join(flags)
 
 
+def _bytes(t: dict) -> str:
+    """A special token (<s>, [CLS]) is a vocabulary entry, not text: its name has no bytes in the input."""
+    if t.get("special") or t.get("pad"):
+        return '<span class="dim">– (special token, no text)</span>'
+    return esc(t.get("bytes", ""))
+
+
 def section(report: dict):
     tokens = report.get("tokens")
     if tokens is None:
@@ -31,11 +38,11 @@ def section(report: dict):
 
 def token_block(tokens: list[dict], note: str, others: list[dict]) -> str:
     strip = "".join(
-        f'<span class="pill" title="position {t["pos"]}, id {t["id"]}">{esc(t["token"])}</span> '
+        f'<span class="pill" data-pos="{t["pos"]}" title="position {t["pos"]}, id {t["id"]}">{esc(t["token"])}</span> '
         for t in tokens)
     rows = "".join(
         f'<tr><td class="num">{t["pos"]}</td><td class="piece">{esc(t["token"])}</td><td class="num">{t["id"]}</td>'
-        f'<td>{esc(t.get("text", ""))}</td><td class="mono">{esc(t.get("bytes", ""))}</td><td class="dim">{esc(_flags(t))}</td></tr>'
+        f'<td>{esc(t.get("text", ""))}</td><td class="mono">{_bytes(t)}</td><td class="dim">{esc(_flags(t))}</td></tr>'
         for t in tokens)
     table = ('<table class="tokens"><thead><tr><th class="num">pos</th><th>token</th><th class="num">id</th><th>text</th>'
              f'<th>UTF-8 bytes</th><th></th></tr></thead><tbody>{rows}</tbody></table>')

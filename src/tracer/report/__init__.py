@@ -21,7 +21,27 @@ from tracer.report.tokens import token_rows, tokens_note
 from tracer.report.values import values_report
 from tracer.steps import matches
 
-__all__ = ["RunOptions", "build_report", "json_view"]
+__all__ = ["RunOptions", "build_report", "html", "json_view"]
+
+
+def html(trace, model=None, options: RunOptions | None = None) -> str:
+    """The HTML report of a trace (what tracer report writes), as a string: one self-contained page.
+
+    `model` (a tracer.Model) names every token id and adds the logit lens; without it the page names the
+    trace's own tokens. The page builder sits above this room: imported here, lazily (a facade)."""
+    from tracer.html import run_page
+    from tracer.report.collect import add_page_data, vocab_from_trace
+    from tracer.report.options import DEFAULT_SECTIONS
+
+    if trace.meta.get("format") == "foreign" or not trace.meta.get("tokens") or "spec" not in trace.meta.get("model", {}):
+        raise TracerError("this trace has no tracer metadata (tokens, model spec): there is no report to draw",
+                          hint="make the trace with tracer run --save, or Model.run")
+    vocab = model.tokenizer.describe_id if model is not None and model.tokenizer is not None else vocab_from_trace(trace.meta)
+    if options is None:
+        lm = model is not None and trace.meta["model"]["spec"].get("head", "lm") == "lm"
+        options = RunOptions(sections=DEFAULT_SECTIONS + (("lens",) if lm else ()))
+    report = build_report(trace, options, vocab=vocab, model=model)
+    return run_page(add_page_data(report, trace, model, vocab))
 
 
 def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -> dict:

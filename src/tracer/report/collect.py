@@ -14,12 +14,25 @@ import math
 
 import numpy as np
 
+from tracer.report.distribution import vocab_entry
+from tracer.report.generation import generation_view
+from tracer.report.interactive import decode_rows, dist_data, row_data
 from tracer.report.lens_grid import lens_grid
 from tracer.report.mask import mask_report
 
 MAX_SIDE = 48  # positions shown per heatmap axis
 HEAD_POSITIONS = 4  # always shown at the start of a long prompt
 MAX_CELLS = 40_000  # attention cells over all layers, heads and views (about 130 bytes each)
+
+
+def vocab_from_trace(meta: dict):
+    """id -> {piece, bytes, special} from the trace's own token table: without the tokenizer the page still names
+    the tokens of the prompt; any other id is `id N` (never `<N>`, the notation for a raw byte)."""
+    known = {}
+    for row in (meta.get("tokens") or []) + (meta.get("decoder_tokens") or []):
+        for t in row:
+            known.setdefault(int(t["id"]), {"piece": t["piece"], "bytes": t.get("bytes", ""), "special": bool(t.get("special"))})
+    return lambda i: known.get(int(i)) or {"piece": f"id {i}", "bytes": "", "special": False}
 
 
 def shown_positions(n: int, focus: int, cap: int = MAX_SIDE) -> list[int]:
@@ -137,4 +150,42 @@ def add_page_data(report: dict, trace, model=None, vocab=None, target_id: int | 
         out_tokens = report[out_key]
         real = [p for p in report["page_positions"][out_key] if not out_tokens[p].get("pad")]
         report["lens_grid"] = lens_grid(trace, model, row, real, vocab, target_id, out_key)
+    add_live_data(report, trace, spec, row, views, out_key, vocab)
+    if trace.meta.get("generation"):  # a tracer generate --save trace: its steps and the KV cache
+        name = (lambda i: vocab_entry(i, vocab)["token"]) if vocab else (lambda i: f"id {i}")
+        layer = (report.get("attention") or {}).get("layer", spec["n_layers"] - 1)
+        report["generation_view"] = generation_view(trace, row, layer, name, [t["token"] for t in report.get("tokens") or []])
+        if report["generation_view"] and "generation" not in sections:
+            report["sections"] = list(sections) + ["generation"]
+        rows = report.get("live_rows")
+        if report["generation_view"] and rows and rows.get("stack") == "":  # the new query rows against the cache
+            rows["layers"] += decode_rows(trace, row, layer, len(report["tokens"]))
+            rows["labels"] = report["generation_view"]["labels"]
     return report
+
+
+def add_live_data(report: dict, trace, spec: dict, row: int, views: list[dict], out_key: str, vocab) -> None:
+    """`live_rows` (the row by hand) and `live_dist` (the distribution under a temperature): see report.interactive."""
+    sections = report.get("sections") or []
+    if "attention" in sections and report.get("tokens"):
+        view = next((v for v in views if v["part"] == "attn" and v["stack"] != "encoder"), views[0])
+        maps = next((m for m in report.get("attention_maps") or [] if m["stack"] == view["stack"] and m["part"] == "attn"), None)
+        layers = [e["layer"] for e in maps["layers"]] if maps else list(range(view["spec"]["n_layers"]))
+        held = report["page_positions"].get(view["rows"]) or view_positions(report, view["rows"], MAX_SIDE)
+        tokens = report.get(view["rows"]) or []
+        focus = focus_position(report) if view["rows"] == out_key else last_real(tokens)
+        att = report.get("attention") or {}
+        layer = att.get("layer") if att.get("layer") in layers else (layers[-1] if layers else 0)
+        report["live_rows"] = row_data(trace, spec, row, view["stack"], layers, held, [t["token"] for t in tokens],
+                                       layer, focus if focus in held else held[-1])
+        if isinstance(att.get("selected"), int):  # --head H: the panel opens on that head
+            report["live_rows"]["head"] = att["selected"]
+    dist = report.get("distribution")
+    if "top_k" in sections and dist and not dist.get("missing") and report.get(out_key):
+        vocab = vocab or (lambda i: {"piece": f"id {i}", "bytes": "", "special": False})
+        out_tokens = report[out_key]
+        positions = sorted({p for p in report["page_positions"][out_key] if not out_tokens[p].get("pad")}
+                           | {f["distribution"]["position"] for f in report.get("fills") or []} | {dist["position"]})
+        target = (dist.get("target") or {}).get("id")
+        report["live_dist"] = dist_data(trace, row, positions, dist["position"], len(report.get("top_k") or []) or 10,
+                                        lambda i: vocab_entry(i, vocab)["token"], target, dist.get("kind", "next"))

@@ -169,6 +169,19 @@ class Trace:
                          + ("" if s.kept else " (statistics only)"))
         return "\n".join(lines)
 
+    def _repr_html_(self) -> str:
+        """Jupyter's display hook: the HTML report of this trace, inline, in a frame sized for a notebook cell.
+
+        A facade over tracer.report.html (imported here, lazily: the report sits above the trace)."""
+        import html
+
+        from tracer.report import html as report_page
+
+        page = report_page(self)
+        return (f'<iframe class="tracer-report" srcdoc="{html.escape(page, quote=True)}" '
+                'style="width:100%;height:640px;border:1px solid #d6dbe1;border-radius:4px" '
+                'sandbox="allow-scripts"></iframe>')
+
     def step(self, name: str) -> Step:
         for s in self.steps:
             if s.name == name:
