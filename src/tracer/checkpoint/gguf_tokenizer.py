@@ -91,10 +91,6 @@ def _sentencepiece_bpe(metadata, tokens: list[str], types: list[int], scores: li
     normalizer = [{"type": "Replace", "pattern": {"String": " "}, "content": SPACE}]
     if add_prefix:  # per stretch of text: tokenizers normalizes each piece between added tokens separately
         normalizer.insert(0, {"type": "Prepend", "prepend": SPACE})
-    decoder = [{"type": "Replace", "pattern": {"String": SPACE}, "content": " "},
-               {"type": "ByteFallback"}, {"type": "Fuse"}]
-    if add_prefix:
-        decoder.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
     return {
         "version": "1.0",
         "truncation": None,
@@ -104,7 +100,7 @@ def _sentencepiece_bpe(metadata, tokens: list[str], types: list[int], scores: li
         "pre_tokenizer": None,
         "post_processor": _template(tokens, ids.get("bos") if _flag(metadata, "add_bos_token", True) else None,
                                     ids.get("eos") if _flag(metadata, "add_eos_token", False) else None),
-        "decoder": {"type": "Sequence", "decoders": decoder},
+        "decoder": _sentencepiece_decoder(add_prefix),
         "model": {"type": "BPE", "dropout": None, "unk_token": tokens[unk] if unk is not None else None,
                   "continuing_subword_prefix": None, "end_of_word_suffix": None, "fuse_unk": True,
                   "byte_fallback": BYTE in types, "ignore_merges": False, "vocab": vocab,
@@ -118,23 +114,26 @@ def _sentencepiece_unigram(metadata, tokens: list[str], types: list[int], scores
     if isinstance(charsmap, (list, bytes, bytearray)) and len(charsmap) > 0:
         raw = bytes(b & 0xFF for b in charsmap) if isinstance(charsmap, list) else bytes(charsmap)
         normalizers.append({"type": "Precompiled", "precompiled_charsmap": base64.b64encode(raw).decode()})
-    if _flag(metadata, "remove_extra_whitespaces", False):
-        normalizers += [{"type": "Strip", "strip_left": True, "strip_right": True},
+    # llama.cpp's UGM normalize(), per stretch of text, on ASCII spaces only; then one lattice over it all (no split)
+    squeeze = _flag(metadata, "remove_extra_whitespaces", False)
+    if squeeze:  # runs of spaces -> one, none at either end, and always a U+2581 before the first word
+        normalizers += [{"type": "Replace", "pattern": {"Regex": "^ +| +$"}, "content": ""},
                         {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]
     add_prefix = _flag(metadata, "add_space_prefix", False)
+    if add_prefix or squeeze:
+        normalizers.append({"type": "Prepend", "prepend": SPACE})
+    normalizers.append({"type": "Replace", "pattern": {"String": " "}, "content": SPACE})
     unk = ids.get("unk")
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
         "added_tokens": _added_tokens(tokens, types),
-        "normalizer": {"type": "Sequence", "normalizers": normalizers} if normalizers else None,
-        "pre_tokenizer": {"type": "Metaspace", "replacement": SPACE, "split": True,
-                          "prepend_scheme": "always" if add_prefix else "never"},
+        "normalizer": {"type": "Sequence", "normalizers": normalizers},
+        "pre_tokenizer": None,
         "post_processor": _template(tokens, ids.get("bos") if _flag(metadata, "add_bos_token", False) else None,
                                     ids.get("eos") if _flag(metadata, "add_eos_token", True) else None),
-        "decoder": {"type": "Metaspace", "replacement": SPACE, "split": True,
-                    "prepend_scheme": "always" if add_prefix else "never"},
+        "decoder": _sentencepiece_decoder(add_prefix),
         "model": {"type": "Unigram", "unk_id": unk, "byte_fallback": BYTE in types,
                   "vocab": [[t, s] for t, s in zip(tokens, scores)]},
     }
@@ -147,6 +146,14 @@ def _split_sequence(pre: PreTokenizer) -> dict:
     splits = [{"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False} for r in pre.regexes]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
     return {"type": "Sequence", "pretokenizers": splits + [byte_level]}
+
+
+def _sentencepiece_decoder(add_prefix: bool) -> dict:
+    decoders = [{"type": "Replace", "pattern": {"String": SPACE}, "content": " "}, {"type": "ByteFallback"},
+                {"type": "Fuse"}]
+    if add_prefix:
+        decoders.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
+    return {"type": "Sequence", "decoders": decoders}
 
 
 def _added_tokens(tokens: list[str], types: list[int]) -> list[dict]:
