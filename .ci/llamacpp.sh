@@ -30,6 +30,11 @@ if [[ -f "$cache/.complete" ]]; then
   exit 0
 fi
 
+if ! command -v cmake > /dev/null 2>&1 || ! command -v g++ > /dev/null 2>&1; then
+  apt-get update -qq > /dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ ninja-build > /dev/null
+fi
+
 start=$(date +%s)
 work="$(mktemp -d "${TMPDIR:-/tmp}/tracer-llamacpp.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
