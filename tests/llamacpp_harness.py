@@ -148,3 +148,14 @@ def llama_tokenize(gguf: Path, text: str, bos: bool = True) -> list[int]:
     out = run_tool("llama-tokenize", args, stdin=text.encode("utf-8")).stdout.decode()
     line = [ln for ln in out.splitlines() if ln.startswith("[")][-1]
     return json.loads(line)
+
+
+def dump_tensors(gguf: Path, prompt: str, tool: str = "llama-debug", extra: tuple[str, ...] = ()) -> str:
+    """The tensor dump of one forward pass over `prompt` (stdout and stderr together, as a user saves it).
+
+    llama-debug with --no-warmup (llama-eval-callback's log loses its end when stdout is not a terminal: ports.md),
+    f32 KV cache (the f16 default is ~1e-3 off) and flash attention off (so kq_soft_max is printed), one thread."""
+    args = ["-m", str(gguf), "-p", prompt, "--no-warmup", "-ctk", "f32", "-ctv", "f32", "-fa", "off", "-t", "1",
+            "-c", "128", "--temp", "0", *extra]
+    proc = run_tool(tool, args, timeout=300)
+    return proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
