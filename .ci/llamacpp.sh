@@ -39,17 +39,20 @@ start=$(date +%s)
 work="$(mktemp -d "${TMPDIR:-/tmp}/tracer-llamacpp.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-sdist="${TRACER_LLAMACPP_SDIST:-}"
-if [[ -z "$sdist" ]]; then
-  echo "llama.cpp: downloading the llama-cpp-python==$version sdist" >&2
-  python3 -m pip download --quiet --no-deps --no-binary=:all: "llama-cpp-python==$version" -d "$work/dl" >&2
-  sdist="$(ls "$work"/dl/llama_cpp_python-"$version".tar.gz)"
+# The source tree is unpacked once; an interrupted build resumes where it stopped (ninja/make keep what is built).
+if [[ ! -f "$cache/.unpacked" ]]; then
+  sdist="${TRACER_LLAMACPP_SDIST:-}"
+  if [[ -z "$sdist" ]]; then
+    echo "llama.cpp: downloading the llama-cpp-python==$version sdist" >&2
+    python3 -m pip download --quiet --no-deps --no-binary=:all: "llama-cpp-python==$version" -d "$work/dl" >&2
+    sdist="$(ls "$work"/dl/llama_cpp_python-"$version".tar.gz)"
+  fi
+  echo "llama.cpp: unpacking $sdist" >&2
+  tar -xzf "$sdist" -C "$work" "llama_cpp_python-$version/vendor/llama.cpp"
+  rm -rf "$cache/llama.cpp" "$cache/build" "$cache/bin"
+  mv "$work/llama_cpp_python-$version/vendor/llama.cpp" "$cache/llama.cpp"
+  touch "$cache/.unpacked"
 fi
-
-echo "llama.cpp: unpacking $sdist" >&2
-tar -xzf "$sdist" -C "$work" "llama_cpp_python-$version/vendor/llama.cpp"
-rm -rf "$cache/llama.cpp" "$cache/build" "$cache/bin"
-mv "$work/llama_cpp_python-$version/vendor/llama.cpp" "$cache/llama.cpp"
 
 echo "llama.cpp: configuring and building ${targets[*]} with $jobs jobs" >&2
 generator=()
