@@ -71,6 +71,7 @@ class GgmlLog:
     tensors: list[GgmlTensor] = field(default_factory=list)
     cut_at: int | None = None  # line where the log ends mid-tensor, None when it ends cleanly
     source: str = ""
+    token_ids: list[int] = field(default_factory=list)  # the prompt's ids as the tool printed them ([] if not)
 
     def named(self, name: str) -> list[GgmlTensor]:
         return [t for t in self.tensors if t.name == name]
@@ -99,7 +100,7 @@ def read_log(path: Path) -> GgmlLog:
 
 def parse_log(text: str, source: str = "log") -> GgmlLog:
     lines = text.splitlines()
-    log = GgmlLog(source=source)
+    log = GgmlLog(source=source, token_ids=token_ids(text))
     i = 0
     while i < len(lines):
         m = _HEADER.search(lines[i])
@@ -125,6 +126,25 @@ def parse_log(text: str, source: str = "log") -> GgmlLog:
         log.tensors.append(GgmlTensor(m.group("name").strip(), m.group("type"), m.group("op"), sources, shape,
                                       index, values, total, start + 1))
     return log
+
+
+def token_ids(text: str) -> list[int]:
+    """The prompt's ids: llama-debug prints `Token ids (N):` then `piece(id) ...`, llama-eval-callback
+    `number of input tokens = N` then one id a line."""
+    m = re.search(r"Token ids \((\d+)\):\n", text)
+    if m:
+        ids = [int(x) for x in re.findall(r"\((\d+)\) ", text[m.end():])[: int(m.group(1))]]
+        return ids if len(ids) == int(m.group(1)) else []
+    m = re.search(r"number of input tokens = (\d+)\n", text)
+    if m:
+        ids = []
+        for line in text[m.end():].splitlines()[: int(m.group(1))]:
+            found = re.search(r"^\S*?\s*(\d+)\s*$", line)
+            if not found:
+                return []
+            ids.append(int(found.group(1)))
+        return ids
+    return []
 
 
 def _read_body(lines: list[str], i: int, blocks: int):
