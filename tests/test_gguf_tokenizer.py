@@ -83,9 +83,20 @@ def test_sentencepiece_vocabularies_match_sentencepiece(tmp_path, model_type, gg
     tok = _from_gguf(tmp_path, sentencepiece_fields(sp, gguf_model, squeeze))
     for text in TEXTS[:-1] + ["a rare ŧ char and 𝄞"]:  # rare characters fall back to <0xNN> byte pieces
         ids = sp.encode(text)
-        expected = [sp.bos_id()] + ids if gguf_model == "llama" else ids + [sp.eos_id()]
-        assert _ids(tok, text) == expected, text
-        assert tok.decode(_ids(tok, text, special_tokens=False)) == sp.decode(ids)
+        if gguf_model == "llama":
+            assert _ids(tok, text) == [sp.bos_id()] + ids, text
+            assert tok.decode(_ids(tok, text, special_tokens=False)) == sp.decode(ids)
+        else:  # llama.cpp's UGM has no byte fallback: sentencepiece's run of byte pieces is one unknown there
+            assert _ids(tok, text) == _bytes_as_unknown(sp, ids) + [sp.eos_id()], text
+
+
+def _bytes_as_unknown(sp, ids: list[int]) -> list[int]:
+    out: list[int] = []
+    for i in ids:
+        i = sp.unk_id() if sp.is_byte(i) else i
+        if not (out and i == sp.unk_id() and out[-1] == sp.unk_id()):
+            out.append(i)
+    return out
 
 
 def test_sentencepiece_bpe_restarts_the_space_prefix_after_a_special_token(tmp_path):

@@ -8,7 +8,8 @@ model actually sees. Three models (llama.cpp's `llama_vocab::impl::load` and `to
 - `llama` SentencePiece BPE: spaces become U+2581, a U+2581 is prepended to every stretch of text at the start
           or after a special token (`add_space_prefix`), adjacent pieces merge highest `scores` first, pieces
           the vocabulary lacks fall back to the `<0xNN>` byte tokens.
-- `t5`    SentencePiece Unigram over `scores`, after the file's `precompiled_charsmap` normalization.
+- `t5`    SentencePiece Unigram over `scores`, after the file's `precompiled_charsmap` normalization; unlike
+          sentencepiece, llama.cpp has no byte fallback here (a run of unknown characters is one unknown token).
 
 Token types (`tokenizer.ggml.token_type`): 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
 llama.cpp cuts control, unknown and user-defined tokens out of the text before anything else (the first two
@@ -134,7 +135,8 @@ def _sentencepiece_unigram(metadata, tokens: list[str], types: list[int], scores
         "post_processor": _template(tokens, ids.get("bos") if _flag(metadata, "add_bos_token", False) else None,
                                     ids.get("eos") if _flag(metadata, "add_eos_token", True) else None),
         "decoder": _sentencepiece_decoder(add_prefix),
-        "model": {"type": "Unigram", "unk_id": unk, "byte_fallback": BYTE in types,
+        # llama.cpp's UGM has no byte fallback: a run of characters the vocabulary lacks is one unknown token
+        "model": {"type": "Unigram", "unk_id": unk, "byte_fallback": False,
                   "vocab": [[t, s] for t, s in zip(tokens, scores)]},
     }
 
