@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer.capture.llamacpp import GgmlLog, GgmlTensor
-from tracer.names.ggml import ROPE_PERMUTED, ggml_step, rope_permutation
+from tracer.names.ggml import ROPE_PERMUTED, ggml_step, ggml_step_by_weight, rope_permutation
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ def compare_log(log: GgmlLog, steps: Mapping[str, np.ndarray], family: str) -> l
     out = []
     for t in log.tensors:
         entry = ggml_step(family, t.base, t.op, t.layer)
+        if entry is None and t.name.startswith("node_") and t.sources:
+            entry = ggml_step_by_weight(family, t.sources[0][0], t.op)
         if entry is None or t.values is None or entry[0] not in steps:
             continue
         step, layout = entry

@@ -1,7 +1,7 @@
 """Where each tracer step shows up in llama.cpp's compute graph (the names `llama-eval-callback` prints), pure data.
 
 Per family: (ggml base name, op) -> (step template, layout). A graph name is `<base>-<layer>` inside a block and
-bare outside (`inp_embd`, `result_norm`, `result_output`); one base can be printed several times (Qcur after the
+bare outside (`embd`, `result_norm`, `result_output`); one base can be printed several times (Qcur after the
 matmul, after the reshape to heads and after ROPE), so the op tells them apart. Layouts say how a tracer array
 lines up with the ggml tensor once ggml's `ne` is reversed into NumPy order:
 
@@ -19,10 +19,12 @@ In the last block llama.cpp keeps only the output rows (GET_ROWS by out_ids, the
 
 from __future__ import annotations
 
+import re
+
 Entry = tuple[str, str]  # (step template, layout)
 
 _LLAMA: dict[tuple[str, str], Entry] = {
-    ("inp_embd", "GET_ROWS"): ("embed.tokens", "btd"),
+    ("embd", "GET_ROWS"): ("embed.tokens", "btd"),
     ("attn_norm", "MUL"): ("blocks.{i}.ln1.out", "btd"),
     ("Qcur", "RESHAPE"): ("blocks.{i}.attn.q", "heads"),
     ("Kcur", "RESHAPE"): ("blocks.{i}.attn.k", "heads"),
@@ -36,7 +38,7 @@ _LLAMA: dict[tuple[str, str], Entry] = {
     ("ffn_norm", "MUL"): ("blocks.{i}.ln2.out", "btd"),
     ("ffn_gate", "MUL_MAT"): ("blocks.{i}.mlp.pre", "btd"),
     ("ffn_up", "MUL_MAT"): ("blocks.{i}.mlp.up", "btd"),
-    ("ffn_swiglu", "GLU"): ("blocks.{i}.mlp.post", "btd"),
+    ("ffn_swiglu", "SWIGLU"): ("blocks.{i}.mlp.post", "btd"),
     ("ffn_out", "MUL_MAT"): ("blocks.{i}.mlp.out", "btd"),
     ("l_out", "ADD"): ("blocks.{i}.resid_post", "btd"),
     ("result_norm", "MUL"): ("final_norm.out", "btd"),
@@ -54,6 +56,12 @@ GGML_STEPS: dict[str, dict[tuple[str, str], Entry]] = {
 
 ROPE_PERMUTED = frozenset({"llama", "mistral"})
 
+# Nodes some graphs leave unnamed (`node_31`), known by the weight they multiply: (weight name, op) -> step.
+# qwen2's attention output projection is one.
+_BY_WEIGHT: dict[tuple[str, str], Entry] = {
+    ("blk.{i}.attn_output.weight", "MUL_MAT"): ("blocks.{i}.attn.out", "btd"),
+}
+
 
 def ggml_step(family: str, base: str, op: str, layer: int | None) -> Entry | None:
     """The tracer step (with its layout) a ggml graph node stands for, or None."""
@@ -69,6 +77,17 @@ def ggml_step(family: str, base: str, op: str, layer: int | None) -> Entry | Non
             return None
         template = template.format(i=layer)
     return template, layout
+
+
+def ggml_step_by_weight(family: str, weight: str, op: str) -> Entry | None:
+    """The step of an unnamed node from the weight it multiplies (its first source), or None."""
+    if family not in GGML_STEPS:
+        return None
+    m = re.fullmatch(r"blk\.(\d+)\.(.+)", weight)
+    if not m:
+        return None
+    entry = _BY_WEIGHT.get(("blk.{i}." + m.group(2), op))
+    return (entry[0].format(i=int(m.group(1))), entry[1]) if entry else None
 
 
 def rope_permutation(d_head: int) -> list[int]:
