@@ -9,6 +9,8 @@ to tracer's run in tests/test_llamacpp_log_live.py.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from tracer.capture.llamacpp import parse_log, printed_indices
@@ -133,3 +135,38 @@ def test_compare_uses_the_last_rows_when_llama_cpp_kept_only_the_output_rows():
     assert c.rows == "last 1" and c.compared == 5 and c.max_abs < 5e-5 and abs(c.sum_tracer - 15.0) < 1e-9
     (bad,) = compare_log(log, {"blocks.1.resid_mid": ref[:, [0, 2, 1]]}, "llama")  # the last row differs
     assert bad.max_abs > 0.5
+
+
+# A real dump: fixtures/models/llama converted by the sdist's convert_hf_to_gguf.py (--outtype f32), then
+#   llama-debug -m llama-f32.gguf -p "Hi 春天" --no-warmup -ctk f32 -ctv f32 -fa off -t 1 -c 128 --temp 0 \
+#     --tensor-filter '(embd|attn_norm|Qcur|Kcur|Vcur|kq_soft_max|kqv_out|attn_out|ffn_inp|ffn_norm|ffn_gate|ffn_up|ffn_swiglu|ffn_out|l_out|result_norm|result_output)(-[0-9]+)?$'
+# (llama.cpp of llama-cpp-python 0.3.36). Valid for the fixture weights whose sha256 starts as below.
+REAL_LOG = Path(__file__).parent / "data/llamacpp/llama-debug-llama-f32.log"
+LLAMA_WEIGHTS_SHA256 = "6361fdb78e7f225d"
+
+
+def test_a_real_llama_debug_dump_is_read_and_matches_tracers_run():
+    """Tolerance per value 5e-5 (the %12.4f printing) + 2e-5 * max(1, max |value|) (float32 order of sums)."""
+    import hashlib
+
+    import tracer
+
+    folder = Path(__file__).resolve().parents[1] / "fixtures/models/llama"
+    sha = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+    assert sha.startswith(LLAMA_WEIGHTS_SHA256), "the llama fixture changed: regenerate the dump (command above)"
+    log = parse_log(REAL_LOG.read_text(encoding="utf-8", errors="replace"), REAL_LOG.name)
+    assert log.cut_at is None and log.token_ids[0] == 0 and len(log.token_ids) == 7
+    model = tracer.load_model(folder)
+    assert [t.id for t in model.tokenizer.encode("Hi 春天")] == log.token_ids
+    trace = model.run(ids=[log.token_ids])
+    comparisons = compare_log(log, {n: trace[n] for n in trace.names()}, "llama")
+    # 41 printed: per block attn_norm, Qcur x3 (MUL_MAT, RESHAPE, ROPE), Kcur x3, Vcur x2, kq_soft_max, kqv_out,
+    # attn_out, ffn_inp, ffn_norm, ffn_gate, ffn_up, ffn_swiglu, ffn_out, l_out (19), twice, plus embd, result_norm,
+    # result_output; all but the three flat q/k/v matmuls per block name a step: 2 * 16 + 3
+    assert len(log.tensors) == 41 and len(comparisons) == 35
+    bad = [(c.step, c.max_abs) for c in comparisons if not c.max_abs <= 5e-5 + 2e-5 * max(1.0, c.max_ref)]
+    assert not bad, bad
+    last = {c.step: c.rows for c in comparisons if c.step.startswith("blocks.1.")}
+    assert last["blocks.1.resid_mid"] == "last 1" and last["blocks.1.attn.z"] == "all"
+    wrong = compare_log(log, {n: trace[n] * (1.01 if n == "blocks.1.mlp.out" else 1) for n in trace.names()}, "llama")
+    assert [c.step for c in wrong if c.max_abs > 5e-5 + 2e-5 * max(1.0, c.max_ref)][0] == "blocks.1.mlp.out"
