@@ -11,7 +11,6 @@ Left out (tracer raises for them): names whose llama.cpp code does more than spl
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass
 
 

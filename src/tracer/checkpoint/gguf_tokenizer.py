@@ -210,7 +210,7 @@ def _tokens(metadata) -> list[str]:
         raise TracerError("the GGUF file carries no tokenizer vocabulary (tokenizer.ggml.tokens missing or empty)")
     if not all(isinstance(t, str) for t in tokens):
         raise TracerError("GGUF tokenizer.ggml.tokens holds something other than strings")
-    return [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]  # llama.cpp renames empty tokens so
+    return [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]  # as llama.cpp renames an empty token
 
 
 def _per_token(metadata, name: str, n: int, kind: type, default) -> list:
