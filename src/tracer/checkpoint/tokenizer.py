@@ -52,8 +52,6 @@ class Token:
 
 class Tokenizer:
     def __init__(self, path: Path):
-        from tokenizers import Tokenizer as HFTokenizer
-
         from tracer.checkpoint.jsonload import load_json
         from tracer.checkpoint.safetensors_file import check_regular_file
 
@@ -64,15 +62,32 @@ class Tokenizer:
         spec = load_json(raw, f"{path}: cannot read tokenizer", max_depth=32)
         if not isinstance(spec, dict):
             raise TracerError(f"{path}: cannot read tokenizer (not a JSON object)")
+        self._setup(spec, raw.decode("utf-8"), str(path))
+        self.path = path
+
+    @classmethod
+    def from_spec(cls, spec: dict, source: str) -> "Tokenizer":
+        """A tokenizer from a tokenizer.json structure built in memory (e.g. from a GGUF file's metadata);
+        `source` names where it came from in error messages."""
+        if not isinstance(spec, dict):
+            raise TracerError(f"{source}: cannot read tokenizer (not a JSON object)")
+        tok = cls.__new__(cls)
+        tok._setup(spec, json.dumps(spec, ensure_ascii=False), source)
+        tok.path = None
+        return tok
+
+    def _setup(self, spec: dict, text: str, source: str) -> None:
+        from tokenizers import Tokenizer as HFTokenizer
+
         try:
-            self._tok = HFTokenizer.from_str(raw.decode("utf-8"))
+            self._tok = HFTokenizer.from_str(text)
         except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
-            raise TracerError(f"{path}: cannot read tokenizer ({(str(exc).splitlines() or [''])[0][:120]})") from None
+            raise TracerError(f"{source}: cannot read tokenizer ({(str(exc).splitlines() or [''])[0][:120]})") from None
         # tracer pads batches itself and reports a prompt that is too long: the file's own padding
         # (MiniLM pads every prompt to 128) and truncation (which cuts silently) are switched off.
         self._tok.no_padding()
         self._tok.no_truncation()
-        self.path = path
+        self.source = source
         self.byte_level = _uses_byte_level(spec)
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
         self.special_ids = _special_ids(spec)

@@ -1,0 +1,61 @@
+"""llama.cpp's own tensors: a llama-debug dump of a converted fixture, read by tracer and held to tracer's run.
+
+The GGUF is the fixture folder converted by the sdist's convert_hf_to_gguf.py at f32, run with an f32 KV cache and
+flash attention off (tests/llamacpp_harness.dump_tensors). Each printed value is `%12.4f`, so it is within 5e-5 of
+the exact float; ggml's and NumPy's float32 sums differ by ~1e-6 relative. Tolerance per value:
+5e-5 + 2e-5 * max(1, max |value|) (gelu and the f16 tables are not in these families).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+
+from llamacpp_harness import REPO, convert, dump_tensors, llama_tokenize, require_binary
+from tracer.capture.llamacpp import parse_log
+from tracer.capture.llamacpp_compare import compare_log
+
+pytestmark = pytest.mark.live
+PROMPT = "Hello world, 春天来了"
+
+
+@lru_cache(maxsize=None)
+def _dump(fixture: str) -> str:
+    return dump_tensors(convert(REPO / "fixtures" / fixture, "f32"), PROMPT)
+
+
+def _tolerance(c) -> float:
+    return 5e-5 + 2e-5 * max(1.0, c.max_ref)
+
+
+# The qwen2 fixture's last layer is `sliding_attention` with a window of 3 (use_sliding_window, max_window_layers
+# 2); convert_hf_to_gguf.py writes no sliding window for qwen2, so llama.cpp attends to every earlier token there.
+# The dump must show exactly that: all equal up to blocks.2.attn.weights, which is the first step to differ.
+@pytest.mark.parametrize("fixture,family,first_divergence", [("models/llama", "llama", None),
+                                                             ("models/qwen2", "qwen2", "blocks.2.attn.weights")])
+def test_llama_debug_dump_matches_tracers_run(fixture, family, first_divergence):
+    require_binary("llama-debug")
+    import tracer
+
+    log = parse_log(_dump(fixture), fixture)
+    assert log.cut_at is None, f"llama-debug's dump is cut at line {log.cut_at}"
+    # the ids llama-debug prints after the pass are often lost with the end of its log; llama-tokenize gives them
+    ids = log.token_ids or llama_tokenize(convert(REPO / "fixtures" / fixture, "f32"), PROMPT)
+    model = tracer.load_model(REPO / "fixtures" / fixture)
+    trace = model.run(ids=[ids])
+    steps = {name: trace[name] for name in trace.names()}
+    comparisons = compare_log(log, steps, family)
+    n_layers = model.spec.n_layers
+    compared = {c.step for c in comparisons}
+    for i in range(n_layers):
+        for step in ("ln1.out", "attn.q", "attn.k_rot", "attn.weights", "attn.z", "attn.out", "resid_mid",
+                     "mlp.post", "mlp.out", "resid_post"):
+            assert f"blocks.{i}.{step}" in compared, f"blocks.{i}.{step} not found in the dump"
+    assert {"embed.tokens", "final_norm.out", "logits"} <= compared
+    bad = [c for c in comparisons if not (c.max_abs <= _tolerance(c) and (
+        c.sum_tracer is None or abs(c.sum_llamacpp - c.sum_tracer) <= 1e-3 * max(1.0, abs(c.sum_tracer))))]
+    assert (bad[0].step if bad else None) == first_divergence, [(c.step, c.ggml_name, c.max_abs) for c in bad[:3]]
+    if first_divergence:
+        assert bad[0].max_abs > 100 * _tolerance(bad[0])  # a real difference, far above the printing
+        assert all(c.max_abs <= _tolerance(c) for c in comparisons[: comparisons.index(bad[0])])
