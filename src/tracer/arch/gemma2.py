@@ -5,17 +5,14 @@ by query_pre_attn_scalar^-0.5, and sliding-window layers alternating with global
 import math
 
 from tracer.arch.canonical import Source
-from tracer.arch.llama import IGNORED, llama_spec, llama_weights, sliding_window  # noqa: F401  (IGNORED: re-exported)
-from tracer.arch.qwen2 import LAYER_TYPES
-from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_list, cfg_size
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
+from tracer.arch.windows import DEFAULT_WINDOW, by_layer_types, window_size
+from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_size
 
 
 def layer_windows(cfg: dict, default_types, family: str) -> tuple[int | None, ...]:
     """Per layer: the window for "sliding_attention" layers, None for "full_attention"."""
-    n_layers = cfg_size(cfg, "num_hidden_layers", family, "layers")
-    types = cfg_list(cfg, "layer_types", family, length=n_layers, choices=LAYER_TYPES, default=None)
-    window = sliding_window(cfg, family)
-    return tuple(window if t == "sliding_attention" and window else None for t in types or default_types(n_layers))
+    return by_layer_types(cfg, family, window_size(cfg, family, DEFAULT_WINDOW), default_types)
 
 
 def _alternating(n_layers: int) -> list[str]:

@@ -7,15 +7,10 @@ import math
 from tracer.arch.canonical import Source, transposed
 from tracer.arch.spec import RopeSpec, Spec
 from tracer.checkpoint.config import cfg_bool, cfg_choice, cfg_float, cfg_int, cfg_list, cfg_size, rope_parameters
+from tracer.errors import TracerError
 
 # HF tensors a Llama-layout checkpoint may hold that tracer knowingly does not use (see checkpoint.agreement)
 IGNORED = ("*.rotary_emb.inv_freq",)
-
-
-def sliding_window(cfg: dict, family: str) -> int | None:
-    """The window size, or None (absent, null or 0 mean full attention)."""
-    return cfg_int(cfg, "sliding_window", family, minimum=0, maximum=1 << 31, default=None) or None
-from tracer.errors import TracerError
 
 HF_ACTIVATIONS = {
     "silu": "silu",
