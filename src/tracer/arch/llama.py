@@ -171,9 +171,19 @@ def llama_weights(spec: Spec, prefix: str = "model") -> dict[str, Source]:
     return src
 
 
-def head_source(spec: Spec, embed_name: str, head_name: str) -> Source:
-    """The unembedding [d_model, vocab]: the tied embedding, or the separate head, transposed."""
-    return transposed(embed_name if spec.tied_embeddings else head_name)
+def own_or_tied(own: str, tied_to: str, tied: bool, transform=None, aliases: tuple[str, ...] = ()) -> Source:
+    """A tensor transformers may tie to another: the checkpoint's own copy when it holds one, else (when tied)
+    the tensor it is tied to. transformers 5 does the same: it does not tie two tensors the checkpoint holds
+    with different values, and an untied tensor the checkpoint lacks is no weight at all (tracer: an error)."""
+    names = (*aliases, *((tied_to,) if tied else ()))
+    if transform is None:
+        return Source(own, aliases=names, supersedes=(tied_to,))
+    return Source(own, transform, names, supersedes=(tied_to,))
+
+
+def head_source(spec: Spec, embed_name: str, head_name: str, aliases: tuple[str, ...] = ()) -> Source:
+    """The unembedding [d_model, vocab], transposed: the separate head, or (tied) the embedding."""
+    return own_or_tied(head_name, embed_name, spec.tied_embeddings, lambda a: a.T, aliases)
 
 
 def spec_from_config(cfg: dict) -> Spec:

@@ -7,6 +7,10 @@
 - With a tied head (v1.0) the decoder output is scaled by d_model**-0.5 before
   the shared embedding reads it; transformers 5 records this as
   `scale_decoder_outputs`, transformers 4 configs as `tie_word_embeddings`.
+- Embeddings and head: transformers 5.24 ties encoder, decoder and head to `shared`
+  whatever the config says, but not a tensor the checkpoint holds with other values
+  (v1.1's `lm_head`, or separate `encoder.embed_tokens` / `decoder.embed_tokens`):
+  each reads its own tensor when the checkpoint has one, else `shared`.
 """
 
 from __future__ import annotations
@@ -14,12 +18,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import activation
+from tracer.arch.llama import activation, own_or_tied
 from tracer.arch.spec import RelativeBiasSpec, Spec
 from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_int, cfg_size
 from tracer.errors import TracerError
 
-IGNORED = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+IGNORED = ()  # shared.weight feeds whichever of encoder, decoder and head has no tensor of its own
 
 
 def _gated(cfg: dict) -> tuple[bool, str]:
@@ -101,8 +105,9 @@ def _stack_weights(spec: Spec, theirs: str, ours: str, cross: bool) -> dict[str,
 
 
 def weight_sources(spec: Spec) -> dict[str, Source]:
-    src = {"embed.W_E": Source("shared.weight", aliases=("encoder.embed_tokens.weight",))}
+    src = {"embed.W_E": own_or_tied("encoder.embed_tokens.weight", "shared.weight", True),
+           "decoder.embed.W_E": own_or_tied("decoder.embed_tokens.weight", "shared.weight", True)}
     src.update(_stack_weights(spec.encoder, "encoder.", "encoder.", cross=False))
     src.update(_stack_weights(spec, "decoder.", "decoder.", cross=True))
-    src["unembed.W_U"] = transposed("shared.weight" if spec.tied_embeddings else "lm_head.weight")
+    src["unembed.W_U"] = own_or_tied("lm_head.weight", "shared.weight", True, lambda a: a.T)  # tied in 5.24 always
     return src

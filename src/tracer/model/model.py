@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from tracer import __version__
-from tracer.arch.canonical import Source, expected_shapes
+from tracer.arch.canonical import Source, expected_shapes, superseded
 from tracer.names.hf import hf_module
 from tracer.arch.registry import adapter_for
 from tracer.arch.spec import Spec
@@ -248,7 +248,8 @@ def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = Fa
     check_sizes(files, shapes, stored, _size_summary(spec))
     used: set[str] = set()
     weights = load_weights(files, sources, spec, DTYPES[dtype], used)
-    ignored = (*getattr(adapter, "IGNORED", ()), *(("lm_head.weight",) if spec.tied_embeddings else ()))
+    ignored = (*getattr(adapter, "IGNORED", ()), *(("lm_head.weight",) if spec.tied_embeddings else ()),
+               *superseded(sources, stored))
     unused = check_unused(files, used, allow_unused, ignored)
     tok_path = folder / "tokenizer.json"
     tokenizer = Tokenizer(tok_path) if tok_path.exists() or tok_path.is_symlink() else None  # special files refused
