@@ -125,7 +125,9 @@ class Model:
             if text is not None:
                 if not text.strip():
                     raise TracerError("--decoder-text is empty")
-                rest = rows_from_text([text], self.tokenizer, special_tokens=False)[0][0]
+                # as transformers' shift_tokens_right of labels = tokenizer(text): the start token, then the
+                # text tokenized with its specials (BART: <s> ... ), less the last token (the </s> it predicts)
+                rest = rows_from_text([text], self.tokenizer, special_tokens=True)[0][0][:-1]
                 row += [{**t, "pos": 1 + j} for j, t in enumerate(rest)]
         inputs, tokens = pad_rows([row] * n_rows, self._pad_id(), "right", self.spec.position_rule)
         return inputs, tokens
