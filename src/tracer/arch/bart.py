@@ -44,11 +44,11 @@ def _stack(cfg: dict, side: str, **fields) -> Spec:
         position_offset=2,
         position_rule="index",
         embed_norm=True,
-        embed_scale=d**0.5 if cfg_bool(cfg, "scale_embedding", "bart", default=False) else None,
+        embed_scale=d**0.5 if cfg_bool(cfg, "scale_embedding", "bart", default=False, nullable=True) else None,
         qkv_bias=True,
         o_bias=True,
         mlp="plain",
-        activation=activation(cfg, "bart", "activation_function"),
+        activation=activation(cfg, "bart", "activation_function", "gelu"),
         mlp_bias=True,
         **fields,
     )
@@ -58,7 +58,7 @@ def spec_from_config(cfg: dict) -> Spec:
     encoder = _stack(cfg, "encoder", causal=False, route="encoder", head="none")
     tied = cfg_bool(cfg, "tie_word_embeddings", "bart", default=True)
     decoder = _stack(cfg, "decoder", causal=True, route="encoder-decoder", tied_embeddings=tied, head_bias=True,
-                     extras={"decoder_start_token_id": cfg_int(cfg, "decoder_start_token_id", "bart", minimum=0, default=2)})
+                     extras={"decoder_start_token_id": cfg_int(cfg, "decoder_start_token_id", "bart", minimum=0, default=2, nullable=True)})
     return replace(decoder, encoder=encoder)
 
 

@@ -48,11 +48,11 @@ def encoder_spec(cfg: dict, family: str, **overrides) -> Spec:
         qkv_bias=True,
         o_bias=True,
         mlp="plain",
-        activation=activation(cfg, family, "hidden_act"),
+        activation=activation(cfg, family, "hidden_act", "gelu"),
         mlp_bias=True,
         route="encoder",
         head=head_kind(cfg),
-        head_activation=activation(cfg, family, "hidden_act"),
+        head_activation=activation(cfg, family, "hidden_act", "gelu"),
         tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", family, default=True),
         head_bias=True,
     )

@@ -2,8 +2,8 @@
 
 import math
 
-from tracer.arch.llama import IGNORED, llama_spec, llama_weights
-from tracer.checkpoint.config import cfg_bool, cfg_size
+from tracer.arch.llama import HF_ACTIVATIONS, IGNORED, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
+from tracer.checkpoint.config import cfg_bool, cfg_choice, cfg_size
 
 
 def spec_from_config(cfg: dict):
@@ -14,8 +14,15 @@ def spec_from_config(cfg: dict):
         norm_offset=1.0,
         embed_scale=math.sqrt(d_model),
         tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", "gemma", default=True),
-        causal=not cfg_bool(cfg, "use_bidirectional_attention", "gemma", default=False),
+        causal=not cfg_bool(cfg, "use_bidirectional_attention", "gemma", default=False, nullable=True),
+        activation=gemma_activation(cfg),
     )
+
+
+def gemma_activation(cfg: dict) -> str:
+    """hidden_act (transformers' GemmaConfig turns the legacy "gelu" of the official releases into the tanh gelu)."""
+    act = cfg_choice(cfg, "hidden_act", "gemma", HF_ACTIVATIONS, default="gelu_pytorch_tanh")
+    return HF_ACTIVATIONS["gelu_pytorch_tanh" if act == "gelu" else act]
 
 
 def weight_sources(spec):

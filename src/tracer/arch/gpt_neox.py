@@ -33,7 +33,7 @@ def spec_from_config(cfg: dict) -> Spec:
         qkv_bias=bias,
         o_bias=bias,
         mlp="plain",
-        activation=activation(cfg, "gpt_neox", "hidden_act"),
+        activation=activation(cfg, "gpt_neox", "hidden_act", "gelu"),
         mlp_bias=True,
         residual="parallel" if cfg_bool(cfg, "use_parallel_residual", "gpt_neox", default=True) else "sequential",
         tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", "gpt_neox", default=False),

@@ -23,11 +23,29 @@ HF_ACTIVATIONS = {
 }
 
 
-def activation(cfg: dict, family: str, *keys: str) -> str:
-    present = next((k for k in keys if cfg.get(k)), None)
-    if present is None:
-        return "silu"
-    return HF_ACTIVATIONS[cfg_choice(cfg, present, family, HF_ACTIVATIONS)]
+def activation(cfg: dict, family: str, key: str, default: str = "silu") -> str:
+    """The activation `key` names; `default`: the config class's own when the field is missing."""
+    return HF_ACTIVATIONS[cfg_choice(cfg, key, family, HF_ACTIVATIONS, default=default)]
+
+
+# What a config class of transformers 5.24 gives a field the config.json lacks, where it is not llama's.
+# (family -> {field: default}); and the fields whose null it reads as "missing" (declared `X | None`).
+DEFAULTS = {
+    "mixtral": {"rms_norm_eps": 1e-5, "rope_theta": 1e6}, "phi3": {"rms_norm_eps": 1e-5},
+    "olmo2": {"rms_norm_eps": 1e-5}, "gemma": {"hidden_act": "gelu_pytorch_tanh", "head_dim": 256},
+    "gemma2": {"head_dim": 256}, "gemma3_text": {"head_dim": 256}, "qwen3": {"head_dim": 128},
+    "starcoder2": {"hidden_act": "gelu_pytorch_tanh"}, "phi": {"hidden_act": "gelu_new", "partial_rotary_factor": 0.5},
+    "gpt_neox": {"partial_rotary_factor": 0.25},
+}
+NULLABLE = {
+    "llama": ("head_dim", "num_key_value_heads"), "mistral": ("head_dim",), "mixtral": ("head_dim",),
+    "starcoder2": ("head_dim",), "olmo2": ("num_key_value_heads",), "phi": ("num_key_value_heads",),
+    "phi3": ("num_key_value_heads",), "qwen2": ("num_key_value_heads",), "qwen3": ("num_key_value_heads",),
+}
+
+
+def class_default(family: str, key: str, fallback):
+    return DEFAULTS.get(family, {}).get(key, fallback)
 
 
 ROPE_TYPES = ("default", "linear", "llama3", "dynamic", "yarn", "longrope")
@@ -35,7 +53,8 @@ ROPE_TYPES = ("default", "linear", "llama3", "dynamic", "yarn", "longrope")
 
 def rope_spec(cfg: dict, d_head: int, family: str, params: dict | None = None) -> RopeSpec:
     """The rotary embedding a config declares (`params`: one layer type's rope_parameters, gemma3)."""
-    rp = params if params is not None else rope_parameters(cfg, family=family)
+    rp = params if params is not None else rope_parameters(cfg, class_default(family, "rope_theta", 10000.0), family,
+                                                            class_default(family, "partial_rotary_factor", 1.0))
     kind = cfg_choice(rp, "rope_type", family, ROPE_TYPES, default="default")
     factor = cfg_float(rp, "partial_rotary_factor", family, above=0.0, maximum=1.0, default=1.0)
     rotary_dim = int(d_head * factor)
@@ -44,7 +63,7 @@ def rope_spec(cfg: dict, d_head: int, family: str, params: dict | None = None) -
                           f"{rotary_dim} rotary dims, expected an even number >= 2")
     top = cfg_size(cfg, "max_position_embeddings", family, "positions", default=None)
     # transformers: a top-level original_max_position_embeddings (phi3) wins over the one in rope_parameters
-    original = (cfg_size(cfg, "original_max_position_embeddings", family, "positions", default=None)
+    original = (cfg_size(cfg, "original_max_position_embeddings", family, "positions", default=None, nullable=True)
                 or cfg_size(rp, "original_max_position_embeddings", family, "positions", default=None) or top)
     extra: dict = {}
     if kind in ("linear", "llama3", "dynamic"):
@@ -67,8 +86,9 @@ def rope_spec(cfg: dict, d_head: int, family: str, params: dict | None = None) -
 
 
 def head_sizes(cfg: dict, family: str, d_model: int, n_heads: int, key: str | None = "head_dim") -> int:
-    """d_head: the config's `key` (head_dim) when given, else d_model / n_heads (which must divide)."""
-    d_head = cfg_size(cfg, key, family, "d_model", default=None) if key else None
+    """d_head: the config's `key` (head_dim) when given (else the class's default), else d_model / n_heads."""
+    nullable = key in NULLABLE.get(family, ())
+    d_head = cfg_size(cfg, key, family, "d_model", default=class_default(family, key, None), nullable=nullable) if key else None
     if d_head is not None:
         return d_head
     if d_model % n_heads:
@@ -79,16 +99,17 @@ def head_sizes(cfg: dict, family: str, d_model: int, n_heads: int, key: str | No
 
 def _yarn_fields(rp: dict, top: int, original: int, family: str) -> dict:
     """transformers' _compute_yarn_parameters: factor, attention factor (mscale), correction range inputs."""
-    factor = cfg_float(rp, "factor", family, above=0.0, default=None) or top / original
-    attention = cfg_float(rp, "attention_factor", family, above=0.0, default=None)
+    factor = cfg_float(rp, "factor", family, above=0.0, default=None, nullable=True) or top / original
+    attention = cfg_float(rp, "attention_factor", family, above=0.0, default=None, nullable=True)
     if attention is None:
-        mscale = cfg_float(rp, "mscale", family, default=None)
-        mscale_all = cfg_float(rp, "mscale_all_dim", family, default=None)
+        mscale = cfg_float(rp, "mscale", family, default=None, nullable=True)
+        mscale_all = cfg_float(rp, "mscale_all_dim", family, default=None, nullable=True)
         attention = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all) if mscale and mscale_all else _yarn_mscale(factor)
     return dict(factor=factor, attention_factor=float(attention), original_max_positions=original,
-                beta_fast=cfg_float(rp, "beta_fast", family, above=0.0, default=None) or 32.0,
-                beta_slow=cfg_float(rp, "beta_slow", family, above=0.0, default=None) or 1.0,
-                truncate=cfg_bool(rp, "truncate", family, default=True))
+                beta_fast=cfg_float(rp, "beta_fast", family, above=0.0, default=None, nullable=True) or 32.0,
+                beta_slow=cfg_float(rp, "beta_slow", family, above=0.0, default=None, nullable=True) or 1.0,
+                # transformers reads truncate with .get("truncate", True): a null is falsy, no rounding
+                truncate=False if "truncate" in rp and rp["truncate"] is None else cfg_bool(rp, "truncate", family, default=True))
 
 
 def _yarn_mscale(scale: float, mscale: float = 1) -> float:
@@ -100,8 +121,8 @@ def _longrope_fields(rp: dict, top: int, original: int, rotary_dim: int, family:
     half = rotary_dim // 2
     short, long = (tuple(_positive_numbers(cfg_list(rp, key, family, length=half), key, family))
                    for key in ("short_factor", "long_factor"))
-    factor = cfg_float(rp, "factor", family, above=0.0, default=None) or top / original
-    attention = cfg_float(rp, "attention_factor", family, above=0.0, default=None)
+    factor = cfg_float(rp, "factor", family, above=0.0, default=None, nullable=True) or top / original
+    attention = cfg_float(rp, "attention_factor", family, above=0.0, default=None, nullable=True)
     if attention is None:
         attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
     return dict(factor=factor, attention_factor=float(attention), original_max_positions=original,
@@ -117,33 +138,30 @@ def _positive_numbers(values: list, key: str, family: str) -> list[float]:
 def llama_spec(cfg: dict, family: str, **overrides) -> Spec:
     d_model = cfg_size(cfg, "hidden_size", family, "d_model")
     n_heads = cfg_size(cfg, "num_attention_heads", family, "heads")
-    n_kv = cfg_int(cfg, "num_key_value_heads", family, minimum=1, maximum=n_heads, default=n_heads)
+    n_kv = cfg_int(cfg, "num_key_value_heads", family, minimum=1, maximum=n_heads, default=n_heads,
+                   nullable="num_key_value_heads" in NULLABLE.get(family, ()))
     d_head = head_sizes(cfg, family, d_model, n_heads)
     n_layers = cfg_size(cfg, "num_hidden_layers", family, "layers")
     if n_heads % n_kv:
         raise TracerError(f"{family}: num_attention_heads={n_heads} is not a multiple of num_key_value_heads={n_kv}")
-    fields = dict(
-        family=family,
-        d_model=d_model,
-        n_layers=n_layers,
-        n_heads=n_heads,
-        n_kv_heads=n_kv,
-        d_head=d_head,
-        d_ff=cfg_size(cfg, "intermediate_size", family, "d_ff"),
-        vocab_size=cfg_size(cfg, "vocab_size", family, "vocab"),
-        max_positions=None,  # rotary: no table, max_position_embeddings is advisory
-        norm="rmsnorm",
-        norm_eps=cfg_float(cfg, "rms_norm_eps", family, minimum=0.0, maximum=1.0, default=1e-6),
-        positions="rotary",
-        rope=rope_spec(cfg, d_head, family),
-        qkv_bias=cfg_bool(cfg, "attention_bias", family, default=False),
-        o_bias=cfg_bool(cfg, "attention_bias", family, default=False),
-        mlp="gated",
-        activation=activation(cfg, family, "hidden_act", "hidden_activation"),
-        mlp_bias=cfg_bool(cfg, "mlp_bias", family, default=False),
-        tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", family, default=False),
-        extras={"max_position_embeddings": cfg_size(cfg, "max_position_embeddings", family, "positions", default=None)},
-    )
+    read = {  # read only when the adapter does not say otherwise (phi has no rms_norm_eps to refuse)
+        "d_ff": lambda: cfg_size(cfg, "intermediate_size", family, "d_ff"),
+        "vocab_size": lambda: cfg_size(cfg, "vocab_size", family, "vocab"),
+        "norm_eps": lambda: cfg_float(cfg, "rms_norm_eps", family, minimum=0.0, maximum=1.0,
+                                      default=class_default(family, "rms_norm_eps", 1e-6)),
+        "rope": lambda: rope_spec(cfg, d_head, family),
+        "qkv_bias": lambda: cfg_bool(cfg, "attention_bias", family, default=False),
+        "o_bias": lambda: cfg_bool(cfg, "attention_bias", family, default=False),
+        "activation": lambda: activation(cfg, family, "hidden_act", class_default(family, "hidden_act", "silu")),
+        "mlp_bias": lambda: cfg_bool(cfg, "mlp_bias", family, default=False),
+        "tied_embeddings": lambda: cfg_bool(cfg, "tie_word_embeddings", family, default=False),
+        "extras": lambda: {"max_position_embeddings": cfg_size(cfg, "max_position_embeddings", family, "positions",
+                                                               default=None)},
+    }
+    fields = dict(family=family, d_model=d_model, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv, d_head=d_head,
+                  max_positions=None,  # rotary: no table, max_position_embeddings is advisory
+                  norm="rmsnorm", positions="rotary", mlp="gated")
+    fields.update({name: overrides[name] if name in overrides else get() for name, get in read.items()})
     fields.update(overrides)
     return Spec(**fields)
 

@@ -16,7 +16,7 @@ FAMILY = "qwen3_moe"
 def sparse_layers(cfg: dict, family: str = FAMILY) -> tuple[bool, ...]:
     """Per layer, as transformers decides: not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0."""
     n_layers = cfg_size(cfg, "num_hidden_layers", family, "layers")
-    dense = cfg_list(cfg, "mlp_only_layers", family, default=None) or []
+    dense = cfg_list(cfg, "mlp_only_layers", family, default=None, nullable=True) or []
     for i in dense:
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers:
             raise TracerError(f"config.json ({family}): mlp_only_layers holds {i!r}, not a layer index in 0..{n_layers - 1}")

@@ -27,7 +27,7 @@ IGNORED = ()  # shared.weight feeds whichever of encoder, decoder and head has n
 
 
 def _gated(cfg: dict) -> tuple[bool, str]:
-    proj = cfg.get("feed_forward_proj") or "relu"
+    proj = cfg.get("feed_forward_proj", "relu")  # a null is refused below, as transformers does
     if not isinstance(proj, str):
         raise TracerError(f"config.json (t5): feed_forward_proj is {proj!r}, expected a string such as 'relu' or 'gated-gelu'")
     parts = proj.split("-")
@@ -42,18 +42,18 @@ def spec_from_config(cfg: dict) -> Spec:
     heads = cfg_size(cfg, "num_heads", "t5", "heads")
     gated, act = _gated(cfg)
     n_enc = cfg_size(cfg, "num_layers", "t5", "layers")
-    tied = cfg_bool(cfg, "tie_word_embeddings", "t5", default=True)
-    tied_scale = cfg_bool(cfg, "scale_decoder_outputs", "t5", default=tied)
+    tied = cfg_bool(cfg, "tie_word_embeddings", "t5", default=True, nullable=True)
+    tied_scale = cfg_bool(cfg, "scale_decoder_outputs", "t5", default=tied, nullable=True)
     decoder = Spec(
         family="t5",
         d_model=d,
-        n_layers=cfg_size(cfg, "num_decoder_layers", "t5", "layers", default=n_enc),
+        n_layers=cfg_size(cfg, "num_decoder_layers", "t5", "layers", default=n_enc, nullable=True),
         n_heads=heads,
         n_kv_heads=heads,
         d_head=cfg_size(cfg, "d_kv", "t5", "d_model"),
         d_ff=cfg_size(cfg, "d_ff", "t5", "d_ff"),
         vocab_size=cfg_size(cfg, "vocab_size", "t5", "vocab"),
-        max_positions=cfg_size(cfg, "n_positions", "t5", "positions", default=None),  # advisory: no table
+        max_positions=cfg_size(cfg, "n_positions", "t5", "positions", default=None, nullable=True),  # advisory: no table
         norm="rmsnorm",
         norm_eps=cfg_float(cfg, "layer_norm_epsilon", "t5", minimum=0.0, maximum=1.0, default=1e-6),
         positions="relative",
@@ -65,7 +65,7 @@ def spec_from_config(cfg: dict) -> Spec:
         route="encoder-decoder",
         tied_embeddings=tied,
         logit_scale=d**-0.5 if tied_scale else None,
-        extras={"decoder_start_token_id": cfg_int(cfg, "decoder_start_token_id", "t5", minimum=0, default=0)},
+        extras={"decoder_start_token_id": cfg_int(cfg, "decoder_start_token_id", "t5", minimum=0, default=0, nullable=True)},
     )
     encoder = replace(decoder, n_layers=n_enc, causal=False, route="encoder", head="none", logit_scale=None, extras={})
     return replace(decoder, encoder=encoder)

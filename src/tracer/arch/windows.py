@@ -28,7 +28,7 @@ def window_size(cfg: dict, family: str, absent: int | None = None) -> int | None
     """`sliding_window`: an integer >= 0; None when null; `absent` (the config class's default) when missing."""
     if "sliding_window" not in cfg:
         return absent
-    return cfg_int(cfg, "sliding_window", family, minimum=0, maximum=1 << 31, default=None)
+    return cfg_int(cfg, "sliding_window", family, minimum=0, maximum=1 << 31, default=None, nullable=True)
 
 
 def _used(window: int | None, family: str, why: str) -> int:
@@ -54,7 +54,7 @@ def every_layer(cfg: dict, family: str, switch: str | None = None, absent: int |
 def by_layer_types(cfg: dict, family: str, window: int | None, default_types) -> tuple[int | None, ...]:
     """Per layer from `layer_types` (else `default_types(n_layers)`): the window on "sliding_attention" layers."""
     n_layers = cfg_size(cfg, "num_hidden_layers", family, "layers")
-    types = cfg_list(cfg, "layer_types", family, length=n_layers, choices=LAYER_TYPES, default=None)
+    types = cfg_list(cfg, "layer_types", family, length=n_layers, choices=LAYER_TYPES, default=None, nullable=True)
     types = types or default_types(n_layers)
     if "sliding_attention" in types:
         _used(window, family, "layer_types has sliding_attention layers")
