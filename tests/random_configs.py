@@ -178,7 +178,8 @@ def _gpt_neox(rng):
     heads, _ = _heads(rng, False)
     d_head = 4 * int(rng.integers(1, 4))
     partial = _pick(rng, (1.0, 0.5, 0.25)) if d_head % 8 == 0 else _pick(rng, (1.0, 0.5))
-    rope, extra = _rope(rng, int(d_head * partial), ("default", "linear", "dynamic"), partial)
+    kinds = ("default", "linear", "dynamic") if d_head * partial > 2 else ("default", "linear")  # dynamic: 2 dims divide by 0
+    rope, extra = _rope(rng, int(d_head * partial), kinds, partial)
     return dict(vocab_size=VOCAB, hidden_size=heads * d_head, intermediate_size=int(rng.integers(8, 40)),
                 num_hidden_layers=int(rng.integers(1, 4)), num_attention_heads=heads, rope_parameters=rope,
                 use_parallel_residual=bool(rng.random() < 0.5), attention_bias=bool(rng.random() < 0.7),
@@ -269,7 +270,7 @@ def _t5(rng):
     buckets = int(rng.integers(4, 17))
     return dict(vocab_size=VOCAB, d_model=int(rng.integers(4, 25)), d_kv=int(rng.integers(2, 9)), d_ff=int(rng.integers(8, 40)),
                 num_layers=layers, num_decoder_layers=int(rng.integers(1, 4)), num_heads=heads,
-                relative_attention_num_buckets=buckets, relative_attention_max_distance=int(rng.integers(buckets // 4 + 1, 40)),
+                relative_attention_num_buckets=buckets, relative_attention_max_distance=int(rng.integers(buckets // 2 + 1, 40)),
                 feed_forward_proj=_pick(rng, ("relu", "gated-gelu", "gated-silu", "gelu")),
                 layer_norm_epsilon=float(_pick(rng, (1e-6, 1e-2))), tie_word_embeddings=bool(rng.random() < 0.5),
                 dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)

@@ -76,6 +76,8 @@ def rope_spec(cfg: dict, d_head: int, family: str, params: dict | None = None) -
     if kind in ("dynamic", "yarn", "longrope") and (top is None or original is None):
         raise TracerError(f"config.json ({family}): rope type {kind} needs max_position_embeddings")
     if kind == "dynamic":
+        if rotary_dim == 2:  # theta ** (dim / (dim - 2)): transformers divides by zero
+            raise TracerError(f"config.json ({family}): rope type dynamic needs more than 2 rotary dims, got 2")
         extra["max_positions"] = top
     if kind == "yarn":
         extra.update(_yarn_fields(rp, top, original, family))

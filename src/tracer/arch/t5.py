@@ -72,12 +72,14 @@ def spec_from_config(cfg: dict) -> Spec:
 
 
 def _relative_bias(cfg: dict) -> RelativeBiasSpec:
-    """Buckets (at least 4: the encoder halves them, then half of each half is exact) and the distance cap."""
+    """Buckets (at least 4: the encoder halves them, then half of each half is exact) and the distance cap,
+    which must exceed the decoder's exact distances (buckets // 2): transformers divides by
+    log(max_distance / exact) and indexes past the table when it does not."""
     buckets = cfg_int(cfg, "relative_attention_num_buckets", "t5", minimum=4, maximum=1 << 16, default=32)
     distance = cfg_int(cfg, "relative_attention_max_distance", "t5", minimum=2, maximum=1 << 24, default=128)
-    if distance <= buckets // 4:
+    if distance <= buckets // 2:
         raise TracerError(f"config.json (t5): relative_attention_max_distance {distance} must exceed the "
-                          f"{buckets // 4} exact distances of {buckets} buckets")
+                          f"{buckets // 2} exact distances the decoder's {buckets} buckets keep")
     return RelativeBiasSpec(buckets, distance)
 
 
