@@ -241,3 +241,12 @@ def test_untied_masked_lm_without_its_decoder_is_an_error(tmp_path):
     folder = copy_model(tmp_path, "bert-mlm")
     edit_config(folder, tie_word_embeddings=False)
     assert_contract(run_model(folder), "cls.predictions.decoder.weight")
+
+
+@pytest.mark.parametrize("family", ["gemma", "gemma2"])
+def test_gemma_bidirectional_flag_is_refused(tmp_path, family):
+    """transformers 5.24 eager keeps gemma/gemma2 causal under use_bidirectional_attention (create_causal_mask),
+    sdpa without padding does not: tracer refuses rather than pick one (it used to run bidirectional)."""
+    folder = copy_model(tmp_path, family)
+    edit_config(folder, use_bidirectional_attention=True)
+    assert_contract(run_model(folder), "use_bidirectional_attention is not supported")

@@ -5,6 +5,7 @@ by query_pre_attn_scalar^-0.5, and sliding-window layers alternating with global
 import math
 
 from tracer.arch.canonical import Source
+from tracer.arch.gemma import bidirectional
 from tracer.arch.llama import IGNORED, activation, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
 from tracer.arch.windows import DEFAULT_WINDOW, by_layer_types, window_size
 from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_size
@@ -35,7 +36,8 @@ def gemma2_fields(cfg: dict, family: str, default_types=_alternating, caps: tupl
         norm_placement="sandwich",
         embed_scale=math.sqrt(d_model),
         tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", family, default=True),
-        causal=not cfg_bool(cfg, "use_bidirectional_attention", family, default=False, nullable=True),
+        causal=not (cfg_bool(cfg, "use_bidirectional_attention", family, default=False, nullable=True)
+                    if family == "gemma3_text" else bidirectional(cfg, family)),  # gemma3 masks both ways
         attn_scale=scalar ** -0.5,
         attn_softcap=_softcap(cfg, "attn_logit_softcapping", family, caps[0]),
         logit_softcap=_softcap(cfg, "final_logit_softcapping", family, caps[1]),
