@@ -64,7 +64,8 @@ def rope_spec(cfg: dict, d_head: int, family: str, params: dict | None = None) -
     top = cfg_size(cfg, "max_position_embeddings", family, "positions", default=None)
     # transformers: a top-level original_max_position_embeddings (phi3) wins over the one in rope_parameters
     original = (cfg_size(cfg, "original_max_position_embeddings", family, "positions", default=None, nullable=True)
-                or cfg_size(rp, "original_max_position_embeddings", family, "positions", default=None) or top)
+                or cfg_size(rp, "original_max_position_embeddings", family, "positions", default=None,
+                            nullable=kind not in ("yarn", "longrope")) or top)  # they index with it
     extra: dict = {}
     if kind in ("linear", "llama3", "dynamic"):
         extra["factor"] = cfg_float(rp, "factor", family, above=0.0)
