@@ -41,9 +41,12 @@ def rows_transposed(hf_name: str, start: int, stop: int) -> Source:
 
 def superseded(sources: dict[str, Source], stored: dict[str, str]) -> list[str]:
     """Stored tensors no weight needs because the one that would have read them has its own copy
-    (`stored`: canonical name -> the HF name found in the files)."""
-    return [name for canonical, hf in stored.items() if hf == sources[canonical].hf_name
-            for name in sources[canonical].supersedes]
+    (`stored`: canonical name -> the HF name found in the files, maybe without its `model.` prefix)."""
+    def own(hf: str, src: Source) -> bool:
+        return hf in (src.hf_name, src.hf_name.split(".", 1)[-1])
+
+    return [form for canonical, hf in stored.items() if own(hf, sources[canonical])
+            for name in sources[canonical].supersedes for form in (name, name.split(".", 1)[-1])]
 
 
 def expected_shapes(spec: Spec) -> dict[str, tuple[int, ...]]:
