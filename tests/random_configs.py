@@ -162,6 +162,8 @@ def _gemma3_text(rng):
     fields = _gemma2_fields(rng, cfg)
     if "layer_types" not in fields and rng.random() < 0.5:
         fields["sliding_window_pattern"] = int(rng.integers(1, 4))
+    if rng.random() < 0.2:  # EmbeddingGemma: both ways; tracer runs it only without sliding layers
+        fields.update(use_bidirectional_attention=True, layer_types=["full_attention"] * cfg["num_hidden_layers"])
     return dict(cfg, rope_parameters={"full_attention": full, "sliding_attention": local}, **fields)
 
 
