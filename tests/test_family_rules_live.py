@@ -188,7 +188,8 @@ def test_a_missing_field_takes_the_config_class_default(tmp_path, family, fields
     rc.build(family, kwargs, tmp_path, seed=16)
     _edit_config(tmp_path, **{f: ... for f in fields})
     inputs = dict(ids=IDS, decoder_ids=[[2, 5]]) if family == "bart" else dict(ids=IDS)
-    assert "blocks.0.resid_post" in _parity(tmp_path, **inputs) or family == "bart"
+    errors = _parity(tmp_path, **inputs)  # every step within the tolerance
+    assert any(name.endswith("blocks.0.resid_post") for name in errors)
 
 
 def test_gemma_legacy_gelu_is_the_tanh_gelu(tmp_path):
