@@ -39,3 +39,8 @@ def model_dir(name: str) -> Path:
 @pytest.fixture(scope="session")
 def models_root() -> Path:
     return MODELS
+
+
+def pytest_addoption(parser):
+    # tests/test_random_configs_live.py: configs drawn per family (default: a handful; env TRACER_RANDOM_CONFIGS)
+    parser.addoption("--random-configs", type=int, default=None, help="random configs per family to check against transformers")

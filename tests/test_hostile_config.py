@@ -26,9 +26,9 @@ def test_hidden_size_of_the_wrong_type(llama, literal, shown):
     assert_contract(run_model(llama), f"hidden_size is {shown}, expected an integer")
 
 
-def test_hidden_size_null_is_missing(llama):
-    raw_config_value(llama, "hidden_size", "null")
-    assert_contract(run_model(llama), "has no hidden_size")
+def test_hidden_size_null_is_refused_as_null(llama):
+    raw_config_value(llama, "hidden_size", "null")  # transformers 5 refuses it too (the field is not Optional)
+    assert_contract(run_model(llama), "hidden_size is null, expected an integer in [1, 262144]")
 
 
 def test_hidden_size_with_5000_digits(llama):
@@ -158,3 +158,95 @@ def test_require_keeps_its_signature():
     assert require({"b": 3}, "a", "b", family="x") == 3
     with pytest.raises(TracerError, match="has no a or b"):
         require({}, "a", "b", family="x")
+
+
+# ---------- issue 16: null and wrong-typed fields are not silently defaulted ----------
+# Each null below is refused by transformers 5.24 too (its config class declares no None for the field, or
+# its rope code reads the value: `rope_theta ** ...`, ROPE_INIT_FUNCTIONS[rope_type]); checked by hand with
+# AutoConfig + a forward on the fixtures.
+
+
+@pytest.mark.parametrize("key,shown", [("rope_theta", "rope_theta is null, expected a finite number > 0"),
+                                       ("rope_type", "rope_type is null, expected one of default")])
+def test_null_rope_parameter_is_an_error(llama, key, shown):
+    cfg = {"rope_type": "default", "rope_theta": 10000.0}
+    edit_config(llama, rope_parameters=dict(cfg, **{key: None}), rope_scaling=DELETE)
+    assert_contract(run_model(llama), shown)
+
+
+@pytest.mark.parametrize("key,shown", [
+    ("rms_norm_eps", "rms_norm_eps is null, expected a finite number"),
+    ("hidden_act", "hidden_act is null, expected one of silu"),
+    ("attention_bias", "attention_bias is null, expected true or false"),
+    ("tie_word_embeddings", "tie_word_embeddings is null, expected true or false"),
+    ("max_position_embeddings", "max_position_embeddings is null, expected an integer"),
+])
+def test_null_field_is_an_error_not_a_default(llama, key, shown):
+    edit_config(llama, **{key: None})
+    assert_contract(run_model(llama), shown)
+
+
+def test_top_level_rope_theta_null_in_the_v4_layout(tmp_path):
+    v4 = copy_model(tmp_path, "llama-v4config")
+    edit_config(v4, rope_theta=None)
+    assert_contract(run_model(v4), "rope_theta is null, expected a finite number > 0")
+
+
+def test_null_where_transformers_reads_it_as_missing(llama):
+    """LlamaConfig declares head_dim and num_key_value_heads `int | None`: null is d_model / heads, all heads
+    (MistralConfig declares num_key_value_heads `int`: there null is an error)."""
+    import json
+
+    from tracer.arch.registry import adapter_for
+    from tracer.errors import TracerError
+
+    edit_config(llama, head_dim=None)
+    r = run_model(llama)
+    assert r.exit_code == 0, r.output
+    cfg = dict(json.loads((llama / "config.json").read_text()), num_key_value_heads=None)
+    spec = adapter_for(cfg).spec_from_config(cfg)
+    assert spec.n_kv_heads == spec.n_heads and spec.d_head == spec.d_model // spec.n_heads
+    with pytest.raises(TracerError, match="num_key_value_heads is null"):
+        adapter_for({"model_type": "mistral"}).spec_from_config(dict(cfg, model_type="mistral"))
+
+
+@pytest.mark.parametrize("family,fields,shown", [
+    ("t5", {"feed_forward_proj": None}, "feed_forward_proj is None"),
+    ("gpt2", {"activation_function": None}, "activation_function is null"),
+    ("gpt2", {"hidden_size": None}, "hidden_size is null"),  # n_embd's alias: transformers maps it over n_embd
+    ("roberta", {"pad_token_id": None}, "pad_token_id is null"),
+    ("qwen2", {"use_sliding_window": None}, "use_sliding_window is null"),
+    ("qwen2", {"layer_types": ["sliding_attention"] * 3, "use_sliding_window": False},
+     "layer_types has sliding_attention layers, but sliding_window is null"),
+    ("mistral", {"sliding_window": 0}, "every layer slides, but sliding_window is 0"),
+    ("t5", {"relative_attention_num_buckets": 8, "relative_attention_max_distance": 4}, "must exceed the 4 exact"),
+    ("gpt_neox", {"rope_parameters": {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0,
+                                      "partial_rotary_factor": 0.25}}, "more than 2 rotary dims"),
+])
+def test_other_silent_defaults_are_errors(tmp_path, family, fields, shown):
+    folder = copy_model(tmp_path, family)
+    edit_config(folder, **fields)
+    assert_contract(run_model(folder), shown)
+
+
+def test_gemma3_bidirectional_sliding_layers_are_refused(tmp_path):
+    """transformers' bidirectional window looks both ways (|i - j| <= w // 2); tracer's looks back only."""
+    folder = copy_model(tmp_path, "gemma3_text")
+    edit_config(folder, use_bidirectional_attention=True)
+    assert_contract(run_model(folder), "use_bidirectional_attention with sliding-window layers")
+
+
+def test_untied_masked_lm_without_its_decoder_is_an_error(tmp_path):
+    """tie_word_embeddings false: the decoder's own weight is needed (transformers would start it at random)."""
+    folder = copy_model(tmp_path, "bert-mlm")
+    edit_config(folder, tie_word_embeddings=False)
+    assert_contract(run_model(folder), "cls.predictions.decoder.weight")
+
+
+@pytest.mark.parametrize("family", ["gemma", "gemma2"])
+def test_gemma_bidirectional_flag_is_refused(tmp_path, family):
+    """transformers 5.24 eager keeps gemma/gemma2 causal under use_bidirectional_attention (create_causal_mask),
+    sdpa without padding does not: tracer refuses rather than pick one (it used to run bidirectional)."""
+    folder = copy_model(tmp_path, family)
+    edit_config(folder, use_bidirectional_attention=True)
+    assert_contract(run_model(folder), "use_bidirectional_attention is not supported")

@@ -3,6 +3,12 @@
 Positions are 0..n-1 whatever the padding (transformers uses arange); the
 embedding is scaled by sqrt(d_model) when `scale_embedding` is set; the head is
 tied to the shared embedding, plus `final_logits_bias`.
+
+With `tie_word_embeddings: false` transformers ties nothing: the encoder reads
+`model.encoder.embed_tokens`, the decoder `model.decoder.embed_tokens`, the head
+`lm_head` (and `model.shared` feeds nothing). Tied, each reads its own tensor when
+the checkpoint holds one with other values (transformers then declines to tie), else
+`model.shared`.
 """
 
 from __future__ import annotations
@@ -10,12 +16,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import activation
+from tracer.arch.llama import activation, head_sizes, head_source, own_or_tied
 from tracer.arch.spec import Spec
-from tracer.arch.llama import head_sizes
 from tracer.checkpoint.config import cfg_bool, cfg_int, cfg_size
 
-IGNORED = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+IGNORED = ()  # model.shared feeds nothing when both stacks and the head have their own (canonical.superseded)
 
 
 def _stack(cfg: dict, side: str, **fields) -> Spec:
@@ -39,11 +44,11 @@ def _stack(cfg: dict, side: str, **fields) -> Spec:
         position_offset=2,
         position_rule="index",
         embed_norm=True,
-        embed_scale=d**0.5 if cfg_bool(cfg, "scale_embedding", "bart", default=False) else None,
+        embed_scale=d**0.5 if cfg_bool(cfg, "scale_embedding", "bart", default=False, nullable=True) else None,
         qkv_bias=True,
         o_bias=True,
         mlp="plain",
-        activation=activation(cfg, "bart", "activation_function"),
+        activation=activation(cfg, "bart", "activation_function", "gelu"),
         mlp_bias=True,
         **fields,
     )
@@ -51,8 +56,9 @@ def _stack(cfg: dict, side: str, **fields) -> Spec:
 
 def spec_from_config(cfg: dict) -> Spec:
     encoder = _stack(cfg, "encoder", causal=False, route="encoder", head="none")
-    decoder = _stack(cfg, "decoder", causal=True, route="encoder-decoder", tied_embeddings=True, head_bias=True,
-                     extras={"decoder_start_token_id": cfg_int(cfg, "decoder_start_token_id", "bart", minimum=0, default=2)})
+    tied = cfg_bool(cfg, "tie_word_embeddings", "bart", default=True)
+    decoder = _stack(cfg, "decoder", causal=True, route="encoder-decoder", tied_embeddings=tied, head_bias=True,
+                     extras={"decoder_start_token_id": cfg_int(cfg, "decoder_start_token_id", "bart", minimum=0, default=2, nullable=True)})
     return replace(decoder, encoder=encoder)
 
 
@@ -84,9 +90,11 @@ def _stack_weights(spec: Spec, side: str, cross: bool) -> dict[str, Source]:
 
 
 def weight_sources(spec: Spec) -> dict[str, Source]:
-    src = {"embed.W_E": Source("model.shared.weight", aliases=("model.encoder.embed_tokens.weight",))}
+    tied, shared = spec.tied_embeddings, "model.shared.weight"
+    src = {"embed.W_E": own_or_tied("model.encoder.embed_tokens.weight", shared, tied),
+           "decoder.embed.W_E": own_or_tied("model.decoder.embed_tokens.weight", shared, tied)}
     src.update(_stack_weights(spec.encoder, "encoder", cross=False))
     src.update(_stack_weights(spec, "decoder", cross=True))
-    src["unembed.W_U"] = transposed("model.shared.weight", aliases=("model.encoder.embed_tokens.weight",))
+    src["unembed.W_U"] = head_source(spec, shared, "lm_head.weight")
     src["unembed.b_U"] = Source("final_logits_bias", lambda a: a.reshape(-1))
     return src

@@ -1,17 +1,17 @@
 """BERT: word + token-type + absolute position embeddings, LayerNorm; post-norm blocks; bidirectional attention.
 
 BertModel has no head (tracer shows the pooled sentence vector); BertForMaskedLM
-adds the prediction head: dense, activation, LayerNorm, then the decoder tied to
-the word embeddings plus a bias. Positions are 0..n-1 whatever the padding, as
-transformers computes them.
+adds the prediction head: dense, activation, LayerNorm, then the decoder (tied to
+the word embeddings unless `tie_word_embeddings: false`) plus a bias. Positions are
+0..n-1 whatever the padding, as transformers computes them.
 """
 
 from __future__ import annotations
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import activation, head_sizes
+from tracer.arch.llama import activation, head_sizes, head_source, own_or_tied
 from tracer.arch.spec import Spec
-from tracer.checkpoint.config import cfg_float, cfg_int, cfg_size
+from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_int, cfg_size
 
 IGNORED = ("pooler.*", "bert.pooler.*", "*.position_ids", "*.token_type_ids", "cls.seq_relationship.*")
 
@@ -48,12 +48,12 @@ def encoder_spec(cfg: dict, family: str, **overrides) -> Spec:
         qkv_bias=True,
         o_bias=True,
         mlp="plain",
-        activation=activation(cfg, family, "hidden_act"),
+        activation=activation(cfg, family, "hidden_act", "gelu"),
         mlp_bias=True,
         route="encoder",
         head=head_kind(cfg),
-        head_activation=activation(cfg, family, "hidden_act"),
-        tied_embeddings=True,
+        head_activation=activation(cfg, family, "hidden_act", "gelu"),
+        tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", family, default=True),
         head_bias=True,
     )
     fields.update(overrides)
@@ -90,21 +90,23 @@ def encoder_weights(spec: Spec, prefix: str) -> dict[str, Source]:
         src[p + "mlp.b_out"] = Source(hf + "output.dense.bias")
         src[p + "ln2.w"] = Source(hf + "output.LayerNorm.weight")
         src[p + "ln2.b"] = Source(hf + "output.LayerNorm.bias")
-    src["unembed.W_U"] = transposed(e + "word_embeddings.weight")  # the MLM decoder is tied to the word embeddings
     return src
 
 
-def mlm_head_weights(dense: str, norm: str, head: str) -> dict[str, Source]:
-    """The MLM transform (dense, LayerNorm) and the decoder's bias; its weight is the tied word embedding."""
+def mlm_head_weights(spec: Spec, prefix: str, dense: str, norm: str, head: str) -> dict[str, Source]:
+    """The MLM transform (dense, LayerNorm) and the decoder: its own weight and bias when the checkpoint
+    holds them (untied, or stored anyway), else the word embedding and the head's `bias` it is tied to."""
     return {
         "head.W_dense": transposed(dense + ".weight"),
         "head.b_dense": Source(dense + ".bias"),
         "head.ln.w": Source(norm + ".weight"),
         "head.ln.b": Source(norm + ".bias"),
-        "unembed.b_U": Source(head + "bias", aliases=(head + "decoder.bias",)),
+        "unembed.W_U": head_source(spec, prefix + "embeddings.word_embeddings.weight", head + "decoder.weight"),
+        "unembed.b_U": own_or_tied(head + "decoder.bias", head + "bias", spec.tied_embeddings),
     }
 
 
 def weight_sources(spec: Spec) -> dict[str, Source]:
     t = "cls.predictions."
-    return encoder_weights(spec, "bert.") | mlm_head_weights(t + "transform.dense", t + "transform.LayerNorm", t)
+    return encoder_weights(spec, "bert.") | mlm_head_weights(spec, "bert.", t + "transform.dense",
+                                                             t + "transform.LayerNorm", t)

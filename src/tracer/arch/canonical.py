@@ -23,7 +23,10 @@ class Source:
 
     hf_name: str
     transform: Callable[[np.ndarray], np.ndarray] = lambda a: a
-    aliases: tuple[str, ...] = ()  # older names of the same tensor (e.g. Pythia's embed_out)
+    aliases: tuple[str, ...] = ()  # older names of the same tensor (e.g. Pythia's embed_out), or what it is tied to
+    # stored tensors that feed nothing once `hf_name` itself is found: the tensor transformers would have tied
+    # it to (an untied model keeps `model.shared` and the MLM head's `bias` as dead parameters)
+    supersedes: tuple[str, ...] = ()
 
 
 def transposed(hf_name: str, aliases: tuple[str, ...] = ()) -> Source:
@@ -36,11 +39,23 @@ def rows_transposed(hf_name: str, start: int, stop: int) -> Source:
     return Source(hf_name, lambda a: a[start:stop].T)
 
 
+def superseded(sources: dict[str, Source], stored: dict[str, str]) -> list[str]:
+    """Stored tensors no weight needs because the one that would have read them has its own copy
+    (`stored`: canonical name -> the HF name found in the files, maybe without its `model.` prefix)."""
+    def own(hf: str, src: Source) -> bool:
+        return hf in (src.hf_name, src.hf_name.split(".", 1)[-1])
+
+    return [form for canonical, hf in stored.items() if own(hf, sources[canonical])
+            for name in sources[canonical].supersedes for form in (name, name.split(".", 1)[-1])]
+
+
 def expected_shapes(spec: Spec) -> dict[str, tuple[int, ...]]:
     """Every canonical weight the engine reads, with its shape. Encoder-decoder models prefix each
-    stack's weights with `encoder.` / `decoder.`; the token embedding `embed.W_E` is shared."""
+    stack's weights with `encoder.` / `decoder.`; the encoder reads `embed.W_E`, the decoder `decoder.embed.W_E`
+    (one stored tensor when the checkpoint ties them, as transformers does)."""
     shapes: dict[str, tuple[int, ...]] = {"embed.W_E": (spec.vocab_size, spec.d_embed or spec.d_model)}
     if spec.encoder is not None:
+        shapes["decoder.embed.W_E"] = shapes["embed.W_E"]
         shapes.update(stack_shapes(spec.encoder, "encoder."))
         shapes.update(stack_shapes(spec, "decoder."))
     else:

@@ -4,13 +4,16 @@ rotary for the sliding-window layers (`rope_parameters.sliding_attention`; trans
 from tracer.arch.gemma2 import gemma2_fields, sandwich_weights
 from tracer.arch.llama import IGNORED, head_sizes, llama_spec, llama_weights, rope_spec  # noqa: F401  (IGNORED: re-exported)
 from tracer.arch.qwen3 import qk_norm_weights
-from tracer.checkpoint.config import cfg_float, cfg_object, cfg_size
+from tracer.checkpoint.config import cfg_float, cfg_int, cfg_object, cfg_size
+from tracer.errors import TracerError
 
 FAMILY = "gemma3_text"
 
 
-def _every_sixth_global(n_layers: int) -> list[str]:
-    return ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n_layers)]
+def _pattern(cfg: dict):
+    """transformers' default layer_types: every `sliding_window_pattern`-th layer (default 6) global."""
+    every = cfg_int(cfg, "sliding_window_pattern", FAMILY, minimum=1, maximum=1 << 16, default=6, nullable=True)
+    return lambda n_layers: ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n_layers)]
 
 
 def rope_by_layer_type(cfg: dict) -> tuple[dict, dict]:
@@ -26,9 +29,11 @@ def rope_by_layer_type(cfg: dict) -> tuple[dict, dict]:
             full["rope_type"] = full.pop("type")
         local = {}
     full.setdefault("rope_type", "default")
-    full.setdefault("rope_theta", cfg_float(cfg, "rope_theta", FAMILY, above=0.0, default=1_000_000.0))
+    if "rope_theta" not in full:
+        full["rope_theta"] = cfg_float(cfg, "rope_theta", FAMILY, above=0.0, default=1_000_000.0)
     local.setdefault("rope_type", "default")
-    local.setdefault("rope_theta", cfg_float(cfg, "rope_local_base_freq", FAMILY, above=0.0, default=10_000.0))
+    if "rope_theta" not in local:
+        local["rope_theta"] = cfg_float(cfg, "rope_local_base_freq", FAMILY, above=0.0, default=10_000.0)
     return full, local
 
 
@@ -36,7 +41,11 @@ def spec_from_config(cfg: dict):
     d_model = cfg_size(cfg, "hidden_size", FAMILY, "d_model")
     d_head = head_sizes(cfg, FAMILY, d_model, cfg_size(cfg, "num_attention_heads", FAMILY, "heads"))
     full, local = rope_by_layer_type(cfg)
-    fields = gemma2_fields(cfg, FAMILY, _every_sixth_global)
+    fields = gemma2_fields(cfg, FAMILY, _pattern(cfg), caps=(None, None))
+    if not fields["causal"] and any(w is not None for w in fields["sliding_window"]):
+        # transformers: |i - j| <= sliding_window // 2 on both sides; tracer's windows look back only
+        raise TracerError("gemma3_text: use_bidirectional_attention with sliding-window layers (a window on both "
+                          "sides of the query) is not supported", hint="mark every layer full_attention in layer_types")
     # transformers (5.24) reads attn_logit_softcapping into the attention module but never passes it on:
     # Gemma-3 scores are not capped, whatever the config says
     fields.update(attn_softcap=None, qk_norm="head", rope=rope_spec(cfg, d_head, FAMILY, full),

@@ -24,7 +24,7 @@ def spec_from_config(cfg: dict) -> Spec:
         n_heads=heads,
         n_kv_heads=heads,
         d_head=d // heads,
-        d_ff=cfg_size(cfg, "n_inner", "gpt2", "d_ff", default=4 * d),
+        d_ff=cfg_size(cfg, "n_inner", "gpt2", "d_ff", default=4 * d, nullable=True),
         vocab_size=cfg_size(cfg, "vocab_size", "gpt2", "vocab"),
         max_positions=cfg_size(cfg, ("n_positions", "max_position_embeddings"), "gpt2", "positions"),
         norm="layernorm",
@@ -35,7 +35,7 @@ def spec_from_config(cfg: dict) -> Spec:
         o_bias=True,
         attn_scale=None if cfg_bool(cfg, "scale_attn_weights", "gpt2", default=True) else 1.0,
         mlp="plain",
-        activation=activation(cfg, "gpt2", "activation_function"),
+        activation=activation(cfg, "gpt2", "activation_function", "gelu_new"),
         mlp_bias=True,
         tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", "gpt2", default=True),
     )

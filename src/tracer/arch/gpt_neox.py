@@ -3,7 +3,7 @@
 import numpy as np
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import activation, head_sizes, rope_spec
+from tracer.arch.llama import activation, head_sizes, head_source, rope_spec
 from tracer.arch.spec import Spec
 from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_size
 
@@ -33,7 +33,7 @@ def spec_from_config(cfg: dict) -> Spec:
         qkv_bias=bias,
         o_bias=bias,
         mlp="plain",
-        activation=activation(cfg, "gpt_neox", "hidden_act"),
+        activation=activation(cfg, "gpt_neox", "hidden_act", "gelu"),
         mlp_bias=True,
         residual="parallel" if cfg_bool(cfg, "use_parallel_residual", "gpt_neox", default=True) else "sequential",
         tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", "gpt_neox", default=False),
@@ -74,5 +74,5 @@ def weight_sources(spec: Spec) -> dict[str, Source]:
     src["final_norm.w"] = Source("gpt_neox.final_layer_norm.weight")
     src["final_norm.b"] = Source("gpt_neox.final_layer_norm.bias")
     # transformers 5 names the head lm_head; checkpoints saved before it (Pythia) call it embed_out
-    src["unembed.W_U"] = transposed("gpt_neox.embed_in.weight") if spec.tied_embeddings else transposed("lm_head.weight", ("embed_out.weight",))
+    src["unembed.W_U"] = head_source(spec, "gpt_neox.embed_in.weight", "lm_head.weight", ("embed_out.weight",))
     return src

@@ -12,12 +12,6 @@ from tracer.errors import TracerError
 # HF tensors a Llama-layout checkpoint may hold that tracer knowingly does not use (see checkpoint.agreement)
 IGNORED = ("*.rotary_emb.inv_freq",)
 
-
-def sliding_window(cfg: dict, family: str) -> int | None:
-    """The window size, or None (absent, null or 0 mean full attention)."""
-    return cfg_int(cfg, "sliding_window", family, minimum=0, maximum=1 << 31, default=None) or None
-
-
 HF_ACTIVATIONS = {
     "silu": "silu",
     "swish": "silu",
@@ -29,11 +23,29 @@ HF_ACTIVATIONS = {
 }
 
 
-def activation(cfg: dict, family: str, *keys: str) -> str:
-    present = next((k for k in keys if cfg.get(k)), None)
-    if present is None:
-        return "silu"
-    return HF_ACTIVATIONS[cfg_choice(cfg, present, family, HF_ACTIVATIONS)]
+def activation(cfg: dict, family: str, key: str, default: str = "silu") -> str:
+    """The activation `key` names; `default`: the config class's own when the field is missing."""
+    return HF_ACTIVATIONS[cfg_choice(cfg, key, family, HF_ACTIVATIONS, default=default)]
+
+
+# What a config class of transformers 5.24 gives a field the config.json lacks, where it is not llama's.
+# (family -> {field: default}); and the fields whose null it reads as "missing" (declared `X | None`).
+DEFAULTS = {
+    "mixtral": {"rms_norm_eps": 1e-5, "rope_theta": 1e6}, "phi3": {"rms_norm_eps": 1e-5},
+    "olmo2": {"rms_norm_eps": 1e-5}, "gemma": {"hidden_act": "gelu_pytorch_tanh", "head_dim": 256},
+    "gemma2": {"head_dim": 256}, "gemma3_text": {"head_dim": 256}, "qwen3": {"head_dim": 128},
+    "starcoder2": {"hidden_act": "gelu_pytorch_tanh"}, "phi": {"hidden_act": "gelu_new", "partial_rotary_factor": 0.5},
+    "gpt_neox": {"partial_rotary_factor": 0.25},
+}
+NULLABLE = {
+    "llama": ("head_dim", "num_key_value_heads"), "mistral": ("head_dim",), "mixtral": ("head_dim",),
+    "starcoder2": ("head_dim",), "olmo2": ("num_key_value_heads",), "phi": ("num_key_value_heads",),
+    "phi3": ("num_key_value_heads",), "qwen2": ("num_key_value_heads",), "qwen3": ("num_key_value_heads",),
+}
+
+
+def class_default(family: str, key: str, fallback):
+    return DEFAULTS.get(family, {}).get(key, fallback)
 
 
 ROPE_TYPES = ("default", "linear", "llama3", "dynamic", "yarn", "longrope")
@@ -41,7 +53,8 @@ ROPE_TYPES = ("default", "linear", "llama3", "dynamic", "yarn", "longrope")
 
 def rope_spec(cfg: dict, d_head: int, family: str, params: dict | None = None) -> RopeSpec:
     """The rotary embedding a config declares (`params`: one layer type's rope_parameters, gemma3)."""
-    rp = params if params is not None else rope_parameters(cfg, family=family)
+    rp = params if params is not None else rope_parameters(cfg, class_default(family, "rope_theta", 10000.0), family,
+                                                            class_default(family, "partial_rotary_factor", 1.0))
     kind = cfg_choice(rp, "rope_type", family, ROPE_TYPES, default="default")
     factor = cfg_float(rp, "partial_rotary_factor", family, above=0.0, maximum=1.0, default=1.0)
     rotary_dim = int(d_head * factor)
@@ -50,8 +63,9 @@ def rope_spec(cfg: dict, d_head: int, family: str, params: dict | None = None) -
                           f"{rotary_dim} rotary dims, expected an even number >= 2")
     top = cfg_size(cfg, "max_position_embeddings", family, "positions", default=None)
     # transformers: a top-level original_max_position_embeddings (phi3) wins over the one in rope_parameters
-    original = (cfg_size(cfg, "original_max_position_embeddings", family, "positions", default=None)
-                or cfg_size(rp, "original_max_position_embeddings", family, "positions", default=None) or top)
+    original = (cfg_size(cfg, "original_max_position_embeddings", family, "positions", default=None, nullable=True)
+                or cfg_size(rp, "original_max_position_embeddings", family, "positions", default=None,
+                            nullable=kind not in ("yarn", "longrope")) or top)  # they index with it
     extra: dict = {}
     if kind in ("linear", "llama3", "dynamic"):
         extra["factor"] = cfg_float(rp, "factor", family, above=0.0)
@@ -63,6 +77,8 @@ def rope_spec(cfg: dict, d_head: int, family: str, params: dict | None = None) -
     if kind in ("dynamic", "yarn", "longrope") and (top is None or original is None):
         raise TracerError(f"config.json ({family}): rope type {kind} needs max_position_embeddings")
     if kind == "dynamic":
+        if rotary_dim == 2:  # theta ** (dim / (dim - 2)): transformers divides by zero
+            raise TracerError(f"config.json ({family}): rope type dynamic needs more than 2 rotary dims, got 2")
         extra["max_positions"] = top
     if kind == "yarn":
         extra.update(_yarn_fields(rp, top, original, family))
@@ -73,8 +89,9 @@ def rope_spec(cfg: dict, d_head: int, family: str, params: dict | None = None) -
 
 
 def head_sizes(cfg: dict, family: str, d_model: int, n_heads: int, key: str | None = "head_dim") -> int:
-    """d_head: the config's `key` (head_dim) when given, else d_model / n_heads (which must divide)."""
-    d_head = cfg_size(cfg, key, family, "d_model", default=None) if key else None
+    """d_head: the config's `key` (head_dim) when given (else the class's default), else d_model / n_heads."""
+    nullable = key in NULLABLE.get(family, ())
+    d_head = cfg_size(cfg, key, family, "d_model", default=class_default(family, key, None), nullable=nullable) if key else None
     if d_head is not None:
         return d_head
     if d_model % n_heads:
@@ -85,16 +102,17 @@ def head_sizes(cfg: dict, family: str, d_model: int, n_heads: int, key: str | No
 
 def _yarn_fields(rp: dict, top: int, original: int, family: str) -> dict:
     """transformers' _compute_yarn_parameters: factor, attention factor (mscale), correction range inputs."""
-    factor = cfg_float(rp, "factor", family, above=0.0, default=None) or top / original
-    attention = cfg_float(rp, "attention_factor", family, above=0.0, default=None)
+    factor = cfg_float(rp, "factor", family, above=0.0, default=None, nullable=True) or top / original
+    attention = cfg_float(rp, "attention_factor", family, above=0.0, default=None, nullable=True)
     if attention is None:
-        mscale = cfg_float(rp, "mscale", family, default=None)
-        mscale_all = cfg_float(rp, "mscale_all_dim", family, default=None)
+        mscale = cfg_float(rp, "mscale", family, default=None, nullable=True)
+        mscale_all = cfg_float(rp, "mscale_all_dim", family, default=None, nullable=True)
         attention = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all) if mscale and mscale_all else _yarn_mscale(factor)
     return dict(factor=factor, attention_factor=float(attention), original_max_positions=original,
-                beta_fast=cfg_float(rp, "beta_fast", family, above=0.0, default=None) or 32.0,
-                beta_slow=cfg_float(rp, "beta_slow", family, above=0.0, default=None) or 1.0,
-                truncate=cfg_bool(rp, "truncate", family, default=True))
+                beta_fast=cfg_float(rp, "beta_fast", family, above=0.0, default=None, nullable=True) or 32.0,
+                beta_slow=cfg_float(rp, "beta_slow", family, above=0.0, default=None, nullable=True) or 1.0,
+                # transformers reads truncate with .get("truncate", True): a null is falsy, no rounding
+                truncate=False if "truncate" in rp and rp["truncate"] is None else cfg_bool(rp, "truncate", family, default=True))
 
 
 def _yarn_mscale(scale: float, mscale: float = 1) -> float:
@@ -106,8 +124,8 @@ def _longrope_fields(rp: dict, top: int, original: int, rotary_dim: int, family:
     half = rotary_dim // 2
     short, long = (tuple(_positive_numbers(cfg_list(rp, key, family, length=half), key, family))
                    for key in ("short_factor", "long_factor"))
-    factor = cfg_float(rp, "factor", family, above=0.0, default=None) or top / original
-    attention = cfg_float(rp, "attention_factor", family, above=0.0, default=None)
+    factor = cfg_float(rp, "factor", family, above=0.0, default=None, nullable=True) or top / original
+    attention = cfg_float(rp, "attention_factor", family, above=0.0, default=None, nullable=True)
     if attention is None:
         attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
     return dict(factor=factor, attention_factor=float(attention), original_max_positions=original,
@@ -123,33 +141,30 @@ def _positive_numbers(values: list, key: str, family: str) -> list[float]:
 def llama_spec(cfg: dict, family: str, **overrides) -> Spec:
     d_model = cfg_size(cfg, "hidden_size", family, "d_model")
     n_heads = cfg_size(cfg, "num_attention_heads", family, "heads")
-    n_kv = cfg_int(cfg, "num_key_value_heads", family, minimum=1, maximum=n_heads, default=n_heads)
+    n_kv = cfg_int(cfg, "num_key_value_heads", family, minimum=1, maximum=n_heads, default=n_heads,
+                   nullable="num_key_value_heads" in NULLABLE.get(family, ()))
     d_head = head_sizes(cfg, family, d_model, n_heads)
     n_layers = cfg_size(cfg, "num_hidden_layers", family, "layers")
     if n_heads % n_kv:
         raise TracerError(f"{family}: num_attention_heads={n_heads} is not a multiple of num_key_value_heads={n_kv}")
-    fields = dict(
-        family=family,
-        d_model=d_model,
-        n_layers=n_layers,
-        n_heads=n_heads,
-        n_kv_heads=n_kv,
-        d_head=d_head,
-        d_ff=cfg_size(cfg, "intermediate_size", family, "d_ff"),
-        vocab_size=cfg_size(cfg, "vocab_size", family, "vocab"),
-        max_positions=None,  # rotary: no table, max_position_embeddings is advisory
-        norm="rmsnorm",
-        norm_eps=cfg_float(cfg, "rms_norm_eps", family, minimum=0.0, maximum=1.0, default=1e-6),
-        positions="rotary",
-        rope=rope_spec(cfg, d_head, family),
-        qkv_bias=cfg_bool(cfg, "attention_bias", family, default=False),
-        o_bias=cfg_bool(cfg, "attention_bias", family, default=False),
-        mlp="gated",
-        activation=activation(cfg, family, "hidden_act", "hidden_activation"),
-        mlp_bias=cfg_bool(cfg, "mlp_bias", family, default=False),
-        tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", family, default=False),
-        extras={"max_position_embeddings": cfg_size(cfg, "max_position_embeddings", family, "positions", default=None)},
-    )
+    read = {  # read only when the adapter does not say otherwise (phi has no rms_norm_eps to refuse)
+        "d_ff": lambda: cfg_size(cfg, "intermediate_size", family, "d_ff"),
+        "vocab_size": lambda: cfg_size(cfg, "vocab_size", family, "vocab"),
+        "norm_eps": lambda: cfg_float(cfg, "rms_norm_eps", family, minimum=0.0, maximum=1.0,
+                                      default=class_default(family, "rms_norm_eps", 1e-6)),
+        "rope": lambda: rope_spec(cfg, d_head, family),
+        "qkv_bias": lambda: cfg_bool(cfg, "attention_bias", family, default=False),
+        "o_bias": lambda: cfg_bool(cfg, "attention_bias", family, default=False),
+        "activation": lambda: activation(cfg, family, "hidden_act", class_default(family, "hidden_act", "silu")),
+        "mlp_bias": lambda: cfg_bool(cfg, "mlp_bias", family, default=False),
+        "tied_embeddings": lambda: cfg_bool(cfg, "tie_word_embeddings", family, default=False),
+        "extras": lambda: {"max_position_embeddings": cfg_size(cfg, "max_position_embeddings", family, "positions",
+                                                               default=None)},
+    }
+    fields = dict(family=family, d_model=d_model, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv, d_head=d_head,
+                  max_positions=None,  # rotary: no table, max_position_embeddings is advisory
+                  norm="rmsnorm", positions="rotary", mlp="gated")
+    fields.update({name: overrides[name] if name in overrides else get() for name, get in read.items()})
     fields.update(overrides)
     return Spec(**fields)
 
@@ -177,9 +192,19 @@ def llama_weights(spec: Spec, prefix: str = "model") -> dict[str, Source]:
     return src
 
 
-def head_source(spec: Spec, embed_name: str, head_name: str) -> Source:
-    """The unembedding [d_model, vocab]: the tied embedding, or the separate head, transposed."""
-    return transposed(embed_name if spec.tied_embeddings else head_name)
+def own_or_tied(own: str, tied_to: str, tied: bool, transform=None, aliases: tuple[str, ...] = ()) -> Source:
+    """A tensor transformers may tie to another: the checkpoint's own copy when it holds one, else (when tied)
+    the tensor it is tied to. transformers 5 does the same: it does not tie two tensors the checkpoint holds
+    with different values, and an untied tensor the checkpoint lacks is no weight at all (tracer: an error)."""
+    names = (*aliases, *((tied_to,) if tied else ()))
+    if transform is None:
+        return Source(own, aliases=names, supersedes=(tied_to,))
+    return Source(own, transform, names, supersedes=(tied_to,))
+
+
+def head_source(spec: Spec, embed_name: str, head_name: str, aliases: tuple[str, ...] = ()) -> Source:
+    """The unembedding [d_model, vocab], transposed: the separate head, or (tied) the embedding."""
+    return own_or_tied(head_name, embed_name, spec.tied_embeddings, lambda a: a.T, aliases)
 
 
 def spec_from_config(cfg: dict) -> Spec:

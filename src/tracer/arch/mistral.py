@@ -1,12 +1,12 @@
-"""Mistral: Llama plus a sliding window of W keys (including the query's own) on every layer."""
+"""Mistral: Llama plus a sliding window of W keys (including the query's own) on every layer
+(`sliding_window`; 4096 when the field is missing, as transformers' MistralConfig; null: full attention)."""
 
-from tracer.arch.llama import IGNORED, llama_spec, llama_weights, sliding_window
-from tracer.checkpoint.config import cfg_size
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
+from tracer.arch.windows import DEFAULT_WINDOW, every_layer
 
 
 def spec_from_config(cfg: dict):
-    n_layers = cfg_size(cfg, "num_hidden_layers", "mistral", "layers")
-    return llama_spec(cfg, "mistral", sliding_window=(sliding_window(cfg, "mistral"),) * n_layers)
+    return llama_spec(cfg, "mistral", sliding_window=every_layer(cfg, "mistral", absent=DEFAULT_WINDOW))
 
 
 def weight_sources(spec):

@@ -2,13 +2,13 @@
 w1 = gate, w3 = up, w2 = down), top-k probabilities renormalised to sum to 1."""
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import IGNORED, llama_spec, llama_weights, sliding_window  # noqa: F401  (IGNORED: re-exported)
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
 from tracer.arch.spec import MoeSpec
+from tracer.arch.windows import every_layer
 from tracer.checkpoint.config import cfg_int, cfg_size
 
 
 def spec_from_config(cfg: dict):
-    n_layers = cfg_size(cfg, "num_hidden_layers", "mixtral", "layers")
     n_experts = cfg_int(cfg, "num_local_experts", "mixtral", maximum=1 << 16)
     moe = MoeSpec(
         n_experts=n_experts,
@@ -16,7 +16,7 @@ def spec_from_config(cfg: dict):
         d_expert=cfg_size(cfg, "intermediate_size", "mixtral", "d_ff"),
         normalize=True,
     )
-    return llama_spec(cfg, "mixtral", moe=moe, sliding_window=(sliding_window(cfg, "mixtral"),) * n_layers)
+    return llama_spec(cfg, "mixtral", moe=moe, sliding_window=every_layer(cfg, "mixtral"))
 
 
 def moe_weights(spec, src: dict, layer: int, router: str, expert: str, names: tuple[str, str, str]) -> dict:

@@ -13,7 +13,7 @@ def spec_from_config(cfg: dict) -> Spec:
     heads = cfg_size(cfg, "num_attention_heads", "opt", "heads")
     if d % heads:
         raise TracerError(f"config.json (opt): hidden_size {d} is not a multiple of num_attention_heads {heads}")
-    proj = cfg_size(cfg, "word_embed_proj_dim", "opt", "d_model", default=None)
+    proj = cfg_size(cfg, "word_embed_proj_dim", "opt", "d_model", default=None, nullable=True)
     d_embed = proj if proj not in (None, d) else None  # opt-350m: embeddings projected in and out
     if cfg_bool(cfg, "layer_norm_elementwise_affine", "opt", default=True) is False:
         raise TracerError("opt: layer_norm_elementwise_affine=false is not supported yet")
@@ -39,7 +39,7 @@ def spec_from_config(cfg: dict) -> Spec:
         qkv_bias=bias,
         o_bias=bias,
         mlp="plain",
-        activation=activation(cfg, "opt", "activation_function"),
+        activation=activation(cfg, "opt", "activation_function", "relu"),
         mlp_bias=bias,
         tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", "opt", default=True),
         d_embed=d_embed,

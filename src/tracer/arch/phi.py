@@ -3,7 +3,7 @@ q/k/v and the output projection (`dense`), a plain GELU MLP (fc1, fc2), and an L
 With qk_layernorm, q and k each go through a LayerNorm (with bias) over d_head, per head, before rotary."""
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import IGNORED, llama_spec  # noqa: F401  (IGNORED: re-exported)
+from tracer.arch.llama import IGNORED, head_source, llama_spec  # noqa: F401  (IGNORED: re-exported)
 from tracer.checkpoint.config import cfg_bool, cfg_float
 
 
@@ -35,6 +35,6 @@ def weight_sources(spec):
             src[p + f"mlp.b_{ours}"] = Source(hf + f"mlp.{theirs}.bias")
     src["final_norm.w"] = Source("model.final_layernorm.weight")
     src["final_norm.b"] = Source("model.final_layernorm.bias")
-    src["unembed.W_U"] = transposed("model.embed_tokens.weight" if spec.tied_embeddings else "lm_head.weight")
+    src["unembed.W_U"] = head_source(spec, "model.embed_tokens.weight", "lm_head.weight")
     src["unembed.b_U"] = Source("lm_head.bias")
     return src

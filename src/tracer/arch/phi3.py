@@ -1,13 +1,12 @@
 """Phi-3: Llama-like with fused qkv_proj = [q; k; v] and gate_up_proj = [gate; up]."""
 
 from tracer.arch.canonical import rows_transposed
-from tracer.arch.llama import IGNORED, llama_spec, llama_weights, sliding_window
-from tracer.checkpoint.config import cfg_size
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
+from tracer.arch.windows import every_layer
 
 
 def spec_from_config(cfg: dict):
-    n_layers = cfg_size(cfg, "num_hidden_layers", "phi3", "layers")
-    return llama_spec(cfg, "phi3", sliding_window=(sliding_window(cfg, "phi3"),) * n_layers)
+    return llama_spec(cfg, "phi3", sliding_window=every_layer(cfg, "phi3"))
 
 
 def weight_sources(spec):

@@ -3,10 +3,10 @@ every token goes through, scaled by sigmoid(x @ shared_expert_gate): out = route
 Which layers are MoE: `mlp_only_layers` and `decoder_sparse_step`, as qwen3_moe (dense layers: intermediate_size)."""
 
 from tracer.arch.canonical import transposed
-from tracer.arch.llama import IGNORED, llama_spec, llama_weights, sliding_window  # noqa: F401  (IGNORED: re-exported)
-from tracer.arch.qwen2 import LAYER_TYPES
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
 from tracer.arch.qwen3_moe import qwen_moe, qwen_moe_weights
-from tracer.checkpoint.config import cfg_bool, cfg_int, cfg_list, cfg_size
+from tracer.arch.windows import qwen2_moe_windows
+from tracer.checkpoint.config import cfg_bool, cfg_size
 
 FAMILY = "qwen2_moe"
 
@@ -14,13 +14,7 @@ FAMILY = "qwen2_moe"
 def layer_windows(cfg: dict) -> tuple[int | None, ...]:
     """Per layer: the window or None (`layer_types`, else transformers 5's default: even-numbered layers
     below max_window_layers slide when use_sliding_window)."""
-    n_layers = cfg_size(cfg, "num_hidden_layers", FAMILY, "layers")
-    window = sliding_window(cfg, FAMILY) if cfg_bool(cfg, "use_sliding_window", FAMILY, default=False) else None
-    types = cfg_list(cfg, "layer_types", FAMILY, length=n_layers, choices=LAYER_TYPES, default=None)
-    if not types:
-        below = cfg_int(cfg, "max_window_layers", FAMILY, minimum=0, default=28)
-        types = ["sliding_attention" if window and (i + 1) % 2 and i < below else "full_attention" for i in range(n_layers)]
-    return tuple(window if t == "sliding_attention" and window else None for t in types)
+    return qwen2_moe_windows(cfg, FAMILY)
 
 
 def spec_from_config(cfg: dict):

@@ -2,11 +2,11 @@
 
 from tracer.arch.canonical import Source
 from tracer.arch.llama import IGNORED, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
-from tracer.arch.qwen2 import layer_windows
+from tracer.arch.windows import qwen_windows
 
 
 def spec_from_config(cfg: dict):
-    return llama_spec(cfg, "qwen3", qk_norm="head", sliding_window=layer_windows(cfg))
+    return llama_spec(cfg, "qwen3", qk_norm="head", sliding_window=qwen_windows(cfg, "qwen3"))
 
 
 def qk_norm_weights(spec, src: dict, prefix: str = "model") -> dict:

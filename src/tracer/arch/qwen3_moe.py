@@ -4,9 +4,9 @@ probabilities renormalised only with norm_topk_prob. qwen2_moe shares the routin
 
 from tracer.arch.llama import IGNORED, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
 from tracer.arch.mixtral import moe_weights
-from tracer.arch.qwen2 import layer_windows
 from tracer.arch.qwen3 import qk_norm_weights
 from tracer.arch.spec import MoeSpec
+from tracer.arch.windows import DEFAULT_WINDOW, every_layer
 from tracer.checkpoint.config import cfg_bool, cfg_int, cfg_list, cfg_size
 from tracer.errors import TracerError
 
@@ -16,7 +16,7 @@ FAMILY = "qwen3_moe"
 def sparse_layers(cfg: dict, family: str = FAMILY) -> tuple[bool, ...]:
     """Per layer, as transformers decides: not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0."""
     n_layers = cfg_size(cfg, "num_hidden_layers", family, "layers")
-    dense = cfg_list(cfg, "mlp_only_layers", family, default=None) or []
+    dense = cfg_list(cfg, "mlp_only_layers", family, default=None, nullable=True) or []
     for i in dense:
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers:
             raise TracerError(f"config.json ({family}): mlp_only_layers holds {i!r}, not a layer index in 0..{n_layers - 1}")
@@ -42,7 +42,9 @@ def qwen_moe(cfg: dict, family: str, d_shared: int = 0) -> MoeSpec | None:
 
 
 def spec_from_config(cfg: dict):
-    return llama_spec(cfg, FAMILY, qk_norm="head", moe=qwen_moe(cfg, FAMILY), sliding_window=layer_windows(cfg))
+    # transformers' Qwen3MoeConfig has no layer_types: with use_sliding_window, every layer slides
+    windows = every_layer(cfg, FAMILY, switch="use_sliding_window", absent=DEFAULT_WINDOW)
+    return llama_spec(cfg, FAMILY, qk_norm="head", moe=qwen_moe(cfg, FAMILY), sliding_window=windows)
 
 
 def qwen_moe_weights(spec, src: dict) -> dict:

@@ -2,7 +2,7 @@
 
 transformers derives position ids as cumsum(mask) * mask + padding_idx: real
 tokens start at padding_idx + 1, so left padding does not shift them.
-The LM head is dense, GELU, LayerNorm, decoder tied to the word embeddings, bias.
+The LM head is dense, GELU, LayerNorm, decoder (tied to the word embeddings unless untied), bias.
 """
 
 from __future__ import annotations
@@ -33,4 +33,5 @@ def spec_from_config(cfg: dict) -> Spec:
 
 
 def weight_sources(spec: Spec) -> dict[str, Source]:
-    return encoder_weights(spec, "roberta.") | mlm_head_weights("lm_head.dense", "lm_head.layer_norm", "lm_head.")
+    return encoder_weights(spec, "roberta.") | mlm_head_weights(spec, "roberta.", "lm_head.dense", "lm_head.layer_norm",
+                                                                "lm_head.")

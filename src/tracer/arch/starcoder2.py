@@ -2,20 +2,20 @@
 (c_fc, c_proj) with biases, and a sliding window on every layer."""
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import IGNORED, llama_spec, llama_weights, sliding_window  # noqa: F401  (IGNORED: re-exported)
-from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_size
+from tracer.arch.llama import IGNORED, llama_spec, llama_weights  # noqa: F401  (IGNORED: re-exported)
+from tracer.arch.windows import every_layer
+from tracer.checkpoint.config import cfg_bool, cfg_float
 
 
 def spec_from_config(cfg: dict):
     family = "starcoder2"
-    n_layers = cfg_size(cfg, "num_hidden_layers", family, "layers")
     bias = cfg_bool(cfg, "use_bias", family, default=True)
     return llama_spec(
         cfg, family,
         norm="layernorm", norm_eps=cfg_float(cfg, "norm_epsilon", family, minimum=0.0, maximum=1.0, default=1e-5),
         qkv_bias=bias, o_bias=bias, mlp="plain", mlp_bias=bias,
         tied_embeddings=cfg_bool(cfg, "tie_word_embeddings", family, default=True),
-        sliding_window=(sliding_window(cfg, family),) * n_layers,
+        sliding_window=every_layer(cfg, family),
     )  # fmt: skip
 
 

@@ -7,6 +7,10 @@
 - With a tied head (v1.0) the decoder output is scaled by d_model**-0.5 before
   the shared embedding reads it; transformers 5 records this as
   `scale_decoder_outputs`, transformers 4 configs as `tie_word_embeddings`.
+- Embeddings and head: transformers 5.24 ties encoder, decoder and head to `shared`
+  whatever the config says, but not a tensor the checkpoint holds with other values
+  (v1.1's `lm_head`, or separate `encoder.embed_tokens` / `decoder.embed_tokens`):
+  each reads its own tensor when the checkpoint has one, else `shared`.
 """
 
 from __future__ import annotations
@@ -14,16 +18,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tracer.arch.canonical import Source, transposed
-from tracer.arch.llama import activation
+from tracer.arch.llama import activation, own_or_tied
 from tracer.arch.spec import RelativeBiasSpec, Spec
 from tracer.checkpoint.config import cfg_bool, cfg_float, cfg_int, cfg_size
 from tracer.errors import TracerError
 
-IGNORED = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+IGNORED = ()  # shared.weight feeds whichever of encoder, decoder and head has no tensor of its own
 
 
 def _gated(cfg: dict) -> tuple[bool, str]:
-    proj = cfg.get("feed_forward_proj") or "relu"
+    proj = cfg.get("feed_forward_proj", "relu")  # a null is refused below, as transformers does
     if not isinstance(proj, str):
         raise TracerError(f"config.json (t5): feed_forward_proj is {proj!r}, expected a string such as 'relu' or 'gated-gelu'")
     parts = proj.split("-")
@@ -38,18 +42,18 @@ def spec_from_config(cfg: dict) -> Spec:
     heads = cfg_size(cfg, "num_heads", "t5", "heads")
     gated, act = _gated(cfg)
     n_enc = cfg_size(cfg, "num_layers", "t5", "layers")
-    tied = cfg_bool(cfg, "tie_word_embeddings", "t5", default=True)
-    tied_scale = cfg_bool(cfg, "scale_decoder_outputs", "t5", default=tied)
+    tied = cfg_bool(cfg, "tie_word_embeddings", "t5", default=True, nullable=True)
+    tied_scale = cfg_bool(cfg, "scale_decoder_outputs", "t5", default=tied, nullable=True)
     decoder = Spec(
         family="t5",
         d_model=d,
-        n_layers=cfg_size(cfg, "num_decoder_layers", "t5", "layers", default=n_enc),
+        n_layers=cfg_size(cfg, "num_decoder_layers", "t5", "layers", default=n_enc, nullable=True),
         n_heads=heads,
         n_kv_heads=heads,
         d_head=cfg_size(cfg, "d_kv", "t5", "d_model"),
         d_ff=cfg_size(cfg, "d_ff", "t5", "d_ff"),
         vocab_size=cfg_size(cfg, "vocab_size", "t5", "vocab"),
-        max_positions=cfg_size(cfg, "n_positions", "t5", "positions", default=None),  # advisory: no table
+        max_positions=cfg_size(cfg, "n_positions", "t5", "positions", default=None, nullable=True),  # advisory: no table
         norm="rmsnorm",
         norm_eps=cfg_float(cfg, "layer_norm_epsilon", "t5", minimum=0.0, maximum=1.0, default=1e-6),
         positions="relative",
@@ -61,19 +65,21 @@ def spec_from_config(cfg: dict) -> Spec:
         route="encoder-decoder",
         tied_embeddings=tied,
         logit_scale=d**-0.5 if tied_scale else None,
-        extras={"decoder_start_token_id": cfg_int(cfg, "decoder_start_token_id", "t5", minimum=0, default=0)},
+        extras={"decoder_start_token_id": cfg_int(cfg, "decoder_start_token_id", "t5", minimum=0, default=0, nullable=True)},
     )
     encoder = replace(decoder, n_layers=n_enc, causal=False, route="encoder", head="none", logit_scale=None, extras={})
     return replace(decoder, encoder=encoder)
 
 
 def _relative_bias(cfg: dict) -> RelativeBiasSpec:
-    """Buckets (at least 4: the encoder halves them, then half of each half is exact) and the distance cap."""
+    """Buckets (at least 4: the encoder halves them, then half of each half is exact) and the distance cap,
+    which must exceed the decoder's exact distances (buckets // 2): transformers divides by
+    log(max_distance / exact) and indexes past the table when it does not."""
     buckets = cfg_int(cfg, "relative_attention_num_buckets", "t5", minimum=4, maximum=1 << 16, default=32)
     distance = cfg_int(cfg, "relative_attention_max_distance", "t5", minimum=2, maximum=1 << 24, default=128)
-    if distance <= buckets // 4:
+    if distance <= buckets // 2:
         raise TracerError(f"config.json (t5): relative_attention_max_distance {distance} must exceed the "
-                          f"{buckets // 4} exact distances of {buckets} buckets")
+                          f"{buckets // 2} exact distances the decoder's {buckets} buckets keep")
     return RelativeBiasSpec(buckets, distance)
 
 
@@ -101,8 +107,9 @@ def _stack_weights(spec: Spec, theirs: str, ours: str, cross: bool) -> dict[str,
 
 
 def weight_sources(spec: Spec) -> dict[str, Source]:
-    src = {"embed.W_E": Source("shared.weight", aliases=("encoder.embed_tokens.weight",))}
+    src = {"embed.W_E": own_or_tied("encoder.embed_tokens.weight", "shared.weight", True),
+           "decoder.embed.W_E": own_or_tied("decoder.embed_tokens.weight", "shared.weight", True)}
     src.update(_stack_weights(spec.encoder, "encoder.", "encoder.", cross=False))
     src.update(_stack_weights(spec, "decoder.", "decoder.", cross=True))
-    src["unembed.W_U"] = transposed("shared.weight" if spec.tied_embeddings else "lm_head.weight")
+    src["unembed.W_U"] = own_or_tied("lm_head.weight", "shared.weight", True, lambda a: a.T)  # tied in 5.24 always
     return src

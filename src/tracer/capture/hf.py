@@ -361,9 +361,12 @@ def _take(record: _Record, take: str):
     raise ValueError(f"unknown take {take!r}")
 
 
-def head_sizes(config) -> tuple[int, int, int]:
-    """(heads, kv_heads, d_head) as transformers uses them."""
+def head_sizes(config, name: str = "") -> tuple[int, int, int]:
+    """(heads, kv_heads, d_head) as transformers uses them in the stack of step `name` (BART's decoder has
+    decoder_attention_heads, its encoder num_attention_heads = encoder_attention_heads)."""
     heads = config.num_attention_heads
+    if name.startswith("decoder.") and getattr(config, "decoder_attention_heads", None):
+        heads = config.decoder_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     d_head = getattr(config, "head_dim", None) or config.hidden_size // heads  # t5: d_kv (attribute map)
     return heads, kv_heads, d_head
@@ -385,11 +388,11 @@ def _to_layout(value, name: str, take: str, family: str, config, batch_pos: tupl
         if part in ("gate", "up"):
             gate, up = value.chunk(2, dim=-1)
             return _np(gate if part == "gate" else up)
-        return _np(split_qkv(value, part, FUSED_QKV[family], *head_sizes(config)))
+        return _np(split_qkv(value, part, FUSED_QKV[family], *head_sizes(config, name)))
     if (family, _template_of(name)[0]) in HEADS_FIRST:  # gemma3 norms q/k after the transpose
         return _np(value)
     if axes[1] in ("heads", "kv_heads") and axes[-1] == "d_head":
-        _, _, d_head = head_sizes(config)  # [batch, len, heads*d_head] -> [batch, heads, len, d_head]
+        _, _, d_head = head_sizes(config, name)  # [batch, len, heads*d_head] -> [batch, heads, len, d_head]
         rows, length = value.shape[:2]  # decoder and cross-attention steps have their own lengths
         return _np(value.reshape(rows, length, -1, d_head).transpose(1, 2))
     if axes == ("batch", "pos"):  # one scalar per token from a [batch*pos, 1] module output

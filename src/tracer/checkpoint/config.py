@@ -2,7 +2,9 @@
 
 Every field an adapter uses is read with one of `cfg_int`, `cfg_float`, `cfg_bool`, `cfg_choice`,
 `cfg_list`; a value of the wrong type or out of range is one TracerError naming the field, the value
-and the expected form. Sizes have generous upper bounds (`LIMITS`), so a config that claims
+and the expected form. A field written as null is such a value too (transformers 5 refuses null where
+its config class declares no None), unless the accessor is told `nullable=True`: then null means what
+transformers makes of it, the same as a missing field (head_dim, num_key_value_heads, sliding_window...). Sizes have generous upper bounds (`LIMITS`), so a config that claims
 10**9 layers fails here, before anything is allocated; `checkpoint.agreement.check_sizes` then
 checks the sizes against the weight files.
 """
@@ -81,9 +83,15 @@ def _missing(family: str, keys: tuple[str, ...]) -> TracerError:
     return TracerError(f"config.json of this {family} model has no {' or '.join(keys)}")
 
 
-def _field(cfg: dict, key: str | Iterable[str], family: str, default: Any) -> tuple[str, Any] | None:
-    """(name, value) of the first key present; None when none is and a default stands in; an error otherwise."""
+def _field(cfg: dict, key: str | Iterable[str], family: str, default: Any, form: str = "a value",
+           nullable: bool = False) -> tuple[str, Any] | None:
+    """(name, value) of the first key present; None when none is and a default stands in; an error otherwise.
+    A key written as null is an error (`form`: what was expected) unless `nullable`."""
     keys = _keys(key)
+    if not nullable:
+        null = next((k for k in keys if k in cfg and cfg[k] is None), None)
+        if null is not None:
+            raise bad_field(family, null, None, form)
     name, value = _lookup(cfg, keys)
     if value is None:
         if default is _MISSING:
@@ -101,13 +109,13 @@ def _int_form(minimum: int | None, maximum: int | None) -> str:
 
 
 def cfg_int(cfg: dict, key: str | Iterable[str], family: str, *, minimum: int | None = 1,
-            maximum: int | None = None, default: Any = _MISSING) -> Any:
+            maximum: int | None = None, default: Any = _MISSING, nullable: bool = False) -> Any:
     """An integer field (an integral float such as 2048.0 is accepted); the first of several keys present."""
-    found = _field(cfg, key, family, default)
+    form = _int_form(minimum, maximum)
+    found = _field(cfg, key, family, default, form, nullable)
     if found is None:
         return default
     name, value = found
-    form = _int_form(minimum, maximum)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise bad_field(family, name, value, form)
     if isinstance(value, float):
@@ -119,18 +127,16 @@ def cfg_int(cfg: dict, key: str | Iterable[str], family: str, *, minimum: int | 
     return value
 
 
-def cfg_size(cfg: dict, key: str | Iterable[str], family: str, kind: str, default: Any = _MISSING) -> Any:
+def cfg_size(cfg: dict, key: str | Iterable[str], family: str, kind: str, default: Any = _MISSING,
+             nullable: bool = False) -> Any:
     """A size (`kind` one of LIMITS: layers, heads, d_model, d_ff, vocab, positions): 1 <= n <= LIMITS[kind]."""
-    return cfg_int(cfg, key, family, minimum=1, maximum=LIMITS[kind], default=default)
+    return cfg_int(cfg, key, family, minimum=1, maximum=LIMITS[kind], default=default, nullable=nullable)
 
 
 def cfg_float(cfg: dict, key: str | Iterable[str], family: str, *, minimum: float | None = None,
-              maximum: float | None = None, above: float | None = None, default: Any = _MISSING) -> Any:
+              maximum: float | None = None, above: float | None = None, default: Any = _MISSING,
+              nullable: bool = False) -> Any:
     """A finite number; `minimum`/`maximum` inclusive, `above` exclusive."""
-    found = _field(cfg, key, family, default)
-    if found is None:
-        return default
-    name, value = found
     parts = []
     if above is not None:
         parts.append(f"> {above:g}")
@@ -139,6 +145,10 @@ def cfg_float(cfg: dict, key: str | Iterable[str], family: str, *, minimum: floa
     if maximum is not None:
         parts.append(f"<= {maximum:g}")
     form = "a finite number" + (" " + " and ".join(parts) if parts else "")
+    found = _field(cfg, key, family, default, form, nullable)
+    if found is None:
+        return default
+    name, value = found
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise bad_field(family, name, value, form)
     try:
@@ -151,9 +161,9 @@ def cfg_float(cfg: dict, key: str | Iterable[str], family: str, *, minimum: floa
     return number
 
 
-def cfg_bool(cfg: dict, key: str | Iterable[str], family: str, default: Any = _MISSING) -> Any:
-    """true or false (null counts as absent)."""
-    found = _field(cfg, key, family, default)
+def cfg_bool(cfg: dict, key: str | Iterable[str], family: str, default: Any = _MISSING, nullable: bool = False) -> Any:
+    """true or false."""
+    found = _field(cfg, key, family, default, "true or false", nullable)
     if found is None:
         return default
     name, value = found
@@ -162,10 +172,11 @@ def cfg_bool(cfg: dict, key: str | Iterable[str], family: str, default: Any = _M
     return value
 
 
-def cfg_choice(cfg: dict, key: str | Iterable[str], family: str, choices: Iterable[str], default: Any = _MISSING) -> Any:
+def cfg_choice(cfg: dict, key: str | Iterable[str], family: str, choices: Iterable[str], default: Any = _MISSING,
+               nullable: bool = False) -> Any:
     """One string out of `choices`."""
     options = tuple(choices)
-    found = _field(cfg, key, family, default)
+    found = _field(cfg, key, family, default, "one of " + ", ".join(options), nullable)
     if found is None:
         return default
     name, value = found
@@ -176,13 +187,13 @@ def cfg_choice(cfg: dict, key: str | Iterable[str], family: str, choices: Iterab
 
 
 def cfg_list(cfg: dict, key: str | Iterable[str], family: str, *, length: int | None = None,
-             choices: Iterable[str] | None = None, default: Any = _MISSING) -> Any:
+             choices: Iterable[str] | None = None, default: Any = _MISSING, nullable: bool = False) -> Any:
     """A list (of `length` items; each one of `choices` when given)."""
-    found = _field(cfg, key, family, default)
+    form = "a list" + (f" of {length} items" if length is not None else "")
+    found = _field(cfg, key, family, default, form, nullable)
     if found is None:
         return default
     name, value = found
-    form = "a list" + (f" of {length} items" if length is not None else "")
     if not isinstance(value, list) or (length is not None and len(value) != length):
         raise bad_field(family, name, value, form)
     if choices is not None:
@@ -207,25 +218,29 @@ def cfg_object(cfg: dict, key: str, family: str) -> dict:
 # ---------- rotary parameters ----------
 
 
-def rope_parameters(cfg: dict, default_theta: float = 10000.0, family: str = "model") -> dict:
+def rope_parameters(cfg: dict, default_theta: float = 10000.0, family: str = "model",
+                    default_partial: float = 1.0) -> dict:
     """One dict {rope_type, rope_theta, partial_rotary_factor, factor, ...} from either layout.
 
     transformers 5 writes `rope_parameters`; transformers 4 wrote top-level
     `rope_theta` (`rotary_emb_base` for GPT-NeoX), `rope_scaling` and
     `rotary_pct` / `partial_rotary_factor`. Values are not checked here (rope_spec reads them
     through the accessors).
+
+    A key written null inside rope_parameters stays null, so that its accessor refuses it as transformers
+    does (`rope_theta: null`, `rope_type: null`); so does a null top-level rope_theta / rotary_emb_base.
     """
     params = cfg_object(cfg, "rope_parameters", family)
     legacy = cfg_object(cfg, "rope_scaling", family)
     if "type" in legacy and "rope_type" not in legacy:
         legacy["rope_type"] = legacy.pop("type")
     merged = {**legacy, **params}
-    if merged.get("rope_theta") is None:
-        merged["rope_theta"] = cfg.get("rope_theta", cfg.get("rotary_emb_base", default_theta))
-    if merged.get("partial_rotary_factor") is None:
-        merged["partial_rotary_factor"] = cfg.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0))
-    if merged.get("rope_type") is None:
-        merged["rope_type"] = "default"
+    if "rope_theta" not in merged:
+        merged["rope_theta"] = next((cfg[k] for k in ("rope_theta", "rotary_emb_base") if k in cfg), default_theta)
+    if "partial_rotary_factor" not in merged:  # a null top-level factor: the class's default, as transformers
+        top = next((cfg[k] for k in ("partial_rotary_factor", "rotary_pct") if cfg.get(k) is not None), default_partial)
+        merged["partial_rotary_factor"] = top
+    merged.setdefault("rope_type", "default")
     return merged
 
 

@@ -28,10 +28,12 @@ def position_parameters(spec: Spec) -> int:
 
 
 def embedding_parameters(spec: Spec) -> int:
-    """Token embeddings (d_embed wide in OPT-350m, with its project_in and project_out), positions, segments."""
+    """Token embeddings (d_embed wide in OPT-350m, with its project_in and project_out; an untied
+    encoder-decoder's decoder has a table of its own), positions, segments."""
     width = spec.d_embed or spec.d_model
     projections = 2 * width * spec.d_model if spec.d_embed is not None else 0
-    return spec.vocab_size * width + projections + sum(position_parameters(s) for s in stacks(spec))
+    tables = 2 if spec.encoder is not None and not spec.tied_embeddings else 1
+    return tables * spec.vocab_size * width + projections + sum(position_parameters(s) for s in stacks(spec))
 
 
 def attention_parameters(spec: Spec) -> int:

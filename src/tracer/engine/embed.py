@@ -18,7 +18,8 @@ def embed(ids: np.ndarray, positions: np.ndarray | None, token_types: np.ndarray
 
     Tables are read with W.rows, so a lazy mapping widens only the rows it looks up."""
     e = prefix + "embed."
-    x = rec(e + "tokens", W.rows("embed.W_E", ids), _BTD, "W_E[ids]")  # [batch, pos, d_model]
+    table = e + "W_E" if e + "W_E" in W else "embed.W_E"  # an encoder-decoder's decoder has its own (maybe tied)
+    x = rec(e + "tokens", W.rows(table, ids), _BTD, "W_E[ids]")  # [batch, pos, d_model]
     terms = ["tokens"]
     if spec.d_embed is not None:  # OPT-350m: narrower embeddings, projected up to d_model
         x = rec(e + "project_in", linear(x, W["project_in.W"]), _BTD, "tokens @ W_project_in")

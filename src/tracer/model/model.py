@@ -10,7 +10,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from tracer.arch.canonical import Source, expected_shapes
+from tracer.arch.canonical import Source, expected_shapes, superseded
 from tracer.names.hf import hf_module
 from tracer.arch.registry import adapter_for
 from tracer.arch.spec import Spec
@@ -137,7 +137,9 @@ class Model:
             if item is not None:
                 if not item.strip():
                     raise TracerError("`decoder_text` is empty")
-                rest = rows_from_text([item], self.tokenizer, special_tokens=False)[0][0]
+                # as transformers' shift_tokens_right of labels = tokenizer(text): the start token, then the
+                # text tokenized with its specials (BART: <s> ... ), less the last token (the </s> it predicts)
+                rest = rows_from_text([item], self.tokenizer, special_tokens=True)[0][0][:-1]
                 row += [{**t, "pos": 1 + j} for j, t in enumerate(rest)]
             rows.append(row)
         return pad_rows(rows, self._pad_id(), pad_side if len({len(r) for r in rows}) > 1 else "right",
@@ -297,7 +299,8 @@ def model_of(ck: Checkpoint, dtype: str = "float32", allow_unused: bool = False)
     check_sizes(files, shapes, stored, _size_summary(spec))
     used: set[str] = set()
     weights = load_weights(files, sources, spec, DTYPES[dtype], used)
-    ignored = (*getattr(adapter, "IGNORED", ()), *(("lm_head.weight",) if spec.tied_embeddings else ()))
+    ignored = (*getattr(adapter, "IGNORED", ()), *(("lm_head.weight",) if spec.tied_embeddings else ()),
+               *superseded(sources, stored))
     unused = check_unused(files, used, allow_unused, ignored)
     model = Model(ck.path, ck.config, ck.config_sha256, spec, weights, files, ck.tokenizer, dtype)
     model.unused_weights = tuple(unused)
