@@ -88,3 +88,23 @@ def test_length_error_says_how_many_fit_for_a_batch():
 def test_encoder_only_model_is_refused(name):
     result = gen("--model", model_dir(name), "--ids", "5,6,7", code=2)
     assert "encoder-only model" in result.stderr and len(result.stderr.strip().splitlines()) <= 2
+
+
+def test_export_html_is_the_page_tracer_report_makes_of_the_saved_trace(tmp_path):
+    page, saved, again = tmp_path / "g.html", tmp_path / "g.safetensors", tmp_path / "r.html"
+    gen("--model", str(model_dir("llama")), "--ids", "1,2,3", "-n", "3", "--check-cache",
+        "--export-html", str(page), "--save", str(saved))
+    report = runner.invoke(app, ["report", str(saved), "-o", str(again), "--model", str(model_dir("llama"))])
+    assert report.exit_code == 0, report.output
+    html = page.read_text(encoding="utf-8")
+    assert html == again.read_text(encoding="utf-8")
+    assert 'table class="kv"' in html or "table.kv" in html or 'class="kv' in html  # the cache strip
+
+
+def test_export_html_alone_records_and_a_missing_folder_is_refused_first(tmp_path):
+    page = tmp_path / "g.html"
+    gen("--model", str(model_dir("llama")), "--ids", "1,2", "-n", "2", "--export-html", str(page))
+    assert page.stat().st_size > 10_000 and "decode" in page.read_text(encoding="utf-8")
+    r = runner.invoke(app, ["generate", "--model", str(model_dir("llama")), "--ids", "1,2", "-n", "2",
+                            "--export-html", str(tmp_path / "nowhere" / "g.html")])
+    assert r.exit_code == 2 and "does not exist" in r.output and not (tmp_path / "nowhere").exists()

@@ -41,6 +41,9 @@ tracer generate "春" --temperature 0.8 --top-p 0.9 --seed 1
 # exact ids, a trace of every step, JSON
 tracer generate -m DIR --ids 5,17,42 --ignore-eos --save g.safetensors --json
 
+# the generation as an interactive page: the KV cache growing, each new query row against it
+tracer generate "春天来" -n 6 --check-cache --export-html g.html
+
 # past the shipped model's 128 positions (rotary: allowed, with a warning)
 tracer generate "$(cat story.txt)" -n 40 --allow-long
 """
@@ -65,6 +68,7 @@ def generate(
     no_special_tokens: bool = typer.Option(False, "--no-special-tokens", help="Do not add BOS (the tokenizer's post-processor)."),
     save: Optional[Path] = typer.Option(None, "--save", "-o", help="Write a trace: the prefill under the usual names, step t under decode.{t}."),
     keep: Optional[List[str]] = typer.Option(None, "--keep", help="With --save: glob of steps kept whole (repeatable; applies to every step t too). Default: all under 2 GiB."),
+    export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write the interactive HTML page of the generation: the KV cache as a strip growing a column per step, each new query row against it, the --check-cache result (as tracer report of the saved trace)."),
     cost: bool = typer.Option(False, "--cost", help="Add what each pass costs: FLOPs with the cache and without it, beside the measured time."),
     as_json: bool = typer.Option(False, "--json", help="Print rows, new ids, text, stop reason, steps and warnings as JSON."),
     allow_long: bool = typer.Option(False, "--allow-long", help="Let a rotary or relative-position model run past max_position_embeddings (prompt + new tokens), where it was not trained; a warning names the step that crossed it. Learned position tables are refused all the same."),
@@ -87,7 +91,7 @@ def generate(
     if stop is not None and any(not s for s in stop):
         raise TracerError("--stop is empty")
     folder = model if model is not None else default_model_path()
-    check_outputs({"--save": save}, reading=checkpoint_files(folder))
+    check_outputs({"--save": save, "--export-html": export_html}, reading=checkpoint_files(folder))
     m = load_model(folder, dtype=dtype)
     if batch_row is not None:
         n_rows = len(prompts or id_rows)
@@ -97,7 +101,7 @@ def generate(
                               f"(0..{n_rows - 1}, or -{n_rows}..-1 from the end)")
         batch_row = row
     options = GenerateOptions(max_new_tokens, sampling, ignore_eos, tuple(stop or ()), check_cache,
-                              record=save is not None, keep=keep_globs(keep, decoding=max_new_tokens > 0), panel_layer=layer,
+                              record=save is not None or export_html is not None, keep=keep_globs(keep, decoding=max_new_tokens > 0), panel_layer=layer,
                               special_tokens=not no_special_tokens, allow_long=allow_long)
     gen = run_generation(m, prompts or None, id_rows, options)
     nonfinite = generation_nonfinite(gen)
@@ -114,12 +118,23 @@ def generate(
         text = json.dumps(json_safe(data), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
     else:
         text = rendered(console, lambda: show(console, m, gen, dtype, batch_row, costs))
-    if save is not None:  # after the screen is made: a failure leaves no file
-        from tracer.cli.run_cmd import confirm_stderr
-
-        gen.trace.save(save)
-        confirm_stderr(f"wrote the trace to {save} ({len(gen.trace.names())} steps, {save.stat().st_size:,} bytes)")
+    if save is not None or export_html is not None:  # after the screen is made: a failure leaves no file
+        write_generation_outputs(save, export_html, m, gen)
     console.file.write(text)
+
+
+def write_generation_outputs(save: Path | None, export_html: Path | None, m, gen) -> None:
+    """--save and --export-html of a generation, staged together (both files or neither), as tracer run's."""
+    from tracer.cli.run_cmd import DEFAULT_TOP_K, vocab_lookup, write_run_outputs
+    from tracer.report import RunOptions, build_report
+    from tracer.report.options import DEFAULT_SECTIONS
+
+    report = None
+    if export_html is not None:
+        lens = ("lens",) if m.spec.head == "lm" else ()
+        options = RunOptions(top_k=DEFAULT_TOP_K, sections=DEFAULT_SECTIONS + lens)
+        report = build_report(gen.trace, options, vocab=vocab_lookup(m.tokenizer), model=m)
+    write_run_outputs(save, export_html, gen.trace, report, m, None)
 
 
 def step_costs(m, gen) -> list[dict]:
