@@ -13,7 +13,6 @@ from tracer.cli.common import (
 )
 from tracer.errors import TracerError
 from tracer.numbers import json_safe
-from tracer.report.nonfinite import generation_nonfinite
 
 
 def register(app: typer.Typer) -> None:
@@ -77,6 +76,7 @@ def generate(
     from tracer.cli.default_model import default_model_path
     from tracer.model.generate import GenerateOptions, generate as run_generation
     from tracer.model.sampling import sampling_from_flags
+    from tracer.report.nonfinite import generation_nonfinite
 
     if prompts and ids:
         raise TracerError("give prompt text or --ids, not both")
