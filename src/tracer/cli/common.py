@@ -78,6 +78,9 @@ LIBRARY_FLAGS = {
     "mask_override": "--mask", "max_new_tokens": "--max-new-tokens", "stop": "--stop", "panel_layer": "--layer",
     "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p", "seed": "--seed",
     "dtype": "--dtype", "allow_unused": "--allow-unused",
+    # the views' options (report.RunOptions)
+    "layer": "--layer", "batch_row": "--batch-row", "head": "--head", "position": "--position", "stack": "--stack",
+    "attn": "--attn", "lens": "--lens",
 }
 _LIBRARY_NAME = re.compile(r"`([a-z_]+)(?:=[^`]*)?`")
 

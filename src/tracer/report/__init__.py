@@ -52,7 +52,7 @@ def build_report(trace, options: RunOptions, vocab=ids_only_vocab, model=None) -
     n_rows = len(meta["tokens"])
     row = options.batch_row + n_rows if options.batch_row < 0 else options.batch_row  # negative counts back
     if not 0 <= row < n_rows:
-        raise TracerError(f"--batch-row {options.batch_row} is out of range: the batch has {n_rows} row(s) "
+        raise TracerError(f"`batch_row` {options.batch_row} is out of range: the batch has {n_rows} row(s) "
                           f"(0..{n_rows - 1}, or -{n_rows}..-1 from the end)")
     sections = route_sections(options.sections, spec)
     stack, part = resolve_view(options.stack, options.attn, spec)
@@ -152,14 +152,14 @@ def route_sections(sections: tuple[str, ...], spec: dict) -> tuple[str, ...]:
     without a decoder stack."""
     if spec.get("head") == "none":
         if "lens" in sections:
-            raise TracerError("--lens reads a decoder stack through the LM head; this encoder has no head",
+            raise TracerError("`lens` reads a decoder stack through the LM head; this encoder has no head",
                               hint="its output is the pooled sentence vector (shown by default)")
         sections = tuple("pooled" if s == "top_k" else s for s in sections)
     elif "pooled" in sections:
         raise TracerError("this model has a head: it gives token distributions, not a pooled sentence vector")
     if spec.get("route") == "encoder" and "lens" in sections:
-        raise TracerError("--lens reads a decoder stack (each layer through the final norm and LM head); "
-                          "an encoder's MLM head reads only its last layer", hint="drop --lens")
+        raise TracerError("`lens` reads a decoder stack (each layer through the final norm and LM head); "
+                          "an encoder's MLM head reads only its last layer", hint="drop `lens`")
     if not spec.get("moe") and len(sections) > 1:  # routing: mixture-of-experts models only
         sections = tuple(s for s in sections if s != "routing")
     return tuple(dict.fromkeys(sections))
@@ -170,18 +170,18 @@ def resolve_view(stack: str | None, attn: str | None, spec: dict) -> tuple[str, 
     encoder-decoder models the decoder's cross-attention unless asked otherwise."""
     if spec.get("route") != "encoder-decoder":
         if stack not in (None, ""):
-            raise TracerError(f"--stack {stack}: this model has one stack", hint="--stack applies to encoder-decoder models")
+            raise TracerError(f"`stack` {stack}: this model has one stack", hint="`stack` applies to encoder-decoder models")
         if attn not in (None, "self"):
-            raise TracerError(f"--attn {attn}: this model has self-attention only", hint="cross-attention exists in encoder-decoder models")
+            raise TracerError(f"`attn` {attn}: this model has self-attention only", hint="cross-attention exists in encoder-decoder models")
         return "", "attn"
     stack = stack or "decoder"
     if stack not in ("encoder", "decoder"):
-        raise TracerError(f"--stack must be encoder or decoder, not {stack!r}")
+        raise TracerError(f"`stack` must be encoder or decoder, not {stack!r}")
     if attn not in (None, "self", "cross"):
-        raise TracerError(f"--attn must be self or cross, not {attn!r}")
+        raise TracerError(f"`attn` must be self or cross, not {attn!r}")
     if stack == "encoder":
         if attn == "cross":
-            raise TracerError("--attn cross: the encoder has no cross-attention", hint="--stack decoder --attn cross")
+            raise TracerError("`attn` cross: the encoder has no cross-attention", hint="`stack` decoder `attn` cross")
         return stack, "attn"
     return stack, "attn" if attn == "self" else "cross_attn"
 

@@ -14,7 +14,7 @@ def resolve_head(head: int | None, n_heads: int) -> list[int]:
         return list(range(n_heads))
     chosen = head + n_heads if head < 0 else head
     if not 0 <= chosen < n_heads:
-        raise TracerError(f"--head {head} is out of range: the model has {n_heads} heads (0..{n_heads - 1})")
+        raise TracerError(f"`head` {head} is out of range: the model has {n_heads} heads (0..{n_heads - 1})")
     return [chosen]
 
 

@@ -20,11 +20,11 @@ def resolve_position(position: int | None, token_rows: list[dict]) -> int:
         return real[-1]
     chosen = real[position] if -len(real) <= position < 0 else position
     if position >= 0 and not 0 <= chosen < len(token_rows):
-        raise TracerError(f"--position {position} is out of range: the row has positions 0..{len(token_rows) - 1}")
+        raise TracerError(f"`position` {position} is out of range: the row has positions 0..{len(token_rows) - 1}")
     if position < -len(real):
-        raise TracerError(f"--position {position} is out of range: the row has {len(real)} real tokens")
+        raise TracerError(f"`position` {position} is out of range: the row has {len(real)} real tokens")
     if token_rows[chosen]["pad"]:
-        raise TracerError(f"--position {position} is a padding position", hint="choose a real token's position")
+        raise TracerError(f"`position` {position} is a padding position", hint="choose a real token's position")
     return chosen
 
 

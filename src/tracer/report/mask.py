@@ -30,7 +30,7 @@ def resolve_layer(layer: int | None, n_layers: int) -> int:
         return n_layers - 1
     chosen = layer + n_layers if layer < 0 else layer
     if not 0 <= chosen < n_layers:
-        raise TracerError(f"--layer {layer} is out of range: the model has {n_layers} blocks (0..{n_layers - 1})")
+        raise TracerError(f"`layer` {layer} is out of range: the model has {n_layers} blocks (0..{n_layers - 1})")
     return chosen
 
 
