@@ -106,8 +106,9 @@ def test_a_nan_run_with_save_and_export_html_writes_both_or_neither(tmp_path, na
 
 def test_ctrl_c_at_any_moment_is_one_line_and_exit_130(tmp_path):
     """SIGINT while tracer's modules load, while the model loads, mid-generation: `interrupted`, 130, no
-    traceback, and no output file or temp file. The delays count from the moment Python has started (its own
-    start-up, before tracer's first line runs, is Python's: a wrapper says "up" there). The processes run side
+    traceback, and no output file or temp file. The delays count from tracer's first line (the package's
+    __init__, which the console script imports first; Python's own start-up before it is Python's: a wrapper
+    says "up" there). The processes run side
     by side so the test takes about one run's time."""
     import os
     import signal
@@ -122,8 +123,8 @@ def test_ctrl_c_at_any_moment_is_one_line_and_exit_130(tmp_path):
     for i, _ in enumerate(delays):
         argv = ["tracer", "generate", "春天来", "-n", "3000", "--ignore-eos", "--allow-long",
                 "--save", str(tmp_path / f"g{i}.safetensors")]
-        wrapper = (f"import sys, runpy; sys.argv = {argv!r}; print('up', flush=True); "
-                   "runpy.run_module('tracer.cli.main', run_name='__main__')")
+        wrapper = (f"import sys, runpy; sys.argv = {argv!r}; import tracer; print('up', flush=True); "
+                   "runpy.run_module('tracer.cli.main', run_name='__main__')")  # 'up': tracer's first line has run
         procs.append(subprocess.Popen([sys.executable, "-c", wrapper], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       env=env, cwd=tmp_path))
     for p in procs:

@@ -51,6 +51,11 @@ def _room_of(path) -> str:
     return rel.parts[0].removesuffix(".py")
 
 
+def _is_room(name: str) -> bool:
+    """`from tracer import api` names a room; `from tracer import __version__` a name of the package itself."""
+    return (_SRC / name).is_dir() or (_SRC / f"{name}.py").is_file()
+
+
 def _imports(path) -> set[str]:
     import ast
 
@@ -58,7 +63,8 @@ def _imports(path) -> set[str]:
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            mods = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "tracer" else [])
+            mods = [node.module] + ([f"{node.module}.{a.name}" for a in node.names if _is_room(a.name)]
+                                    if node.module == "tracer" else [])
         elif isinstance(node, ast.Import):
             mods = [a.name for a in node.names]
         else:

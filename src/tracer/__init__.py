@@ -10,6 +10,38 @@
 
 __version__ = "0.1.0"
 
+
+def _interrupted_while_loading(_signum, _frame):  # Ctrl-C before the command runs: nothing written yet
+    import os
+
+    os.write(2, b"interrupted\n")
+    os._exit(130)
+
+
+def _started_as_the_command() -> bool:
+    """The `tracer` console script imports this package first: from its first line, Ctrl-C is one line and exit
+    130 (tracer.cli.main takes over once the command runs). A notebook or a library import is left alone, and
+    so is a SIGINT a parent process chose to ignore."""
+    import os
+    import signal
+    import sys
+
+    if os.path.basename(sys.argv[0] if sys.argv else "") != "tracer":
+        return False
+    if not _SIGINT_IGNORED:
+        signal.signal(signal.SIGINT, _interrupted_while_loading)
+    return True
+
+
+def _sigint_ignored() -> bool:
+    import signal
+
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+_SIGINT_IGNORED = _sigint_ignored()  # as the process started (e.g. a background job of a script): kept so
+_started_as_the_command()
+
 from tracer.errors import TracerError  # noqa: E402
 
 # Lazy so that `import tracer` stays cheap and the CLI starts fast.

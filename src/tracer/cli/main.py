@@ -8,23 +8,13 @@ are removed on the way out, and TracerGroup prints the line.
 
 from __future__ import annotations
 
-import os as _os
 import signal as _signal
 
+from tracer import _SIGINT_IGNORED as _IGNORED  # noqa: E402
+from tracer import _interrupted_while_loading  # the console script's handler, set by tracer/__init__ already
 
-def _interrupted_while_loading(_signum, _frame):
-    _os.write(2, b"interrupted\n")
-    _os._exit(130)
-
-
-def _is_the_command() -> bool:
-    import sys
-
-    return __name__ == "__main__" or _os.path.basename(sys.argv[0] if sys.argv else "") == "tracer"
-
-
-_IGNORED = _signal.getsignal(_signal.SIGINT) == _signal.SIG_IGN  # e.g. a background job of a script: keep it so
-if _is_the_command() and not _IGNORED:  # not when a test or a notebook imports the app
+# `python -m tracer.cli.main`: its argv[0] is no `tracer`, so the handler is set here, as the module starts
+if __name__ == "__main__" and not _IGNORED:  # a script's ignore stands
     _signal.signal(_signal.SIGINT, _interrupted_while_loading)
 
 import typer  # noqa: E402
