@@ -127,3 +127,18 @@ def test_capture_needs_an_output_and_an_input(tmp_path):
     assert runner.invoke(app, ["capture", str(tmp_path), "hi"]).exit_code == 2
     result = runner.invoke(app, ["capture", str(tmp_path), "-o", str(tmp_path / "x.safetensors")])
     assert result.exit_code == 2 and "nothing to run" in result.output
+
+
+def test_same_ids_runs_both_models_on_the_references_tokenization():
+    from conftest import model_dir
+
+    runner = CliRunner()
+    llama, qwen2 = str(model_dir("llama")), str(model_dir("qwen2"))
+    apart = runner.invoke(app, ["diff", llama, qwen2, "hello world", "--json"])
+    assert apart.exit_code == 2 and "the inputs differ" in apart.output  # qwen2 adds no BOS: nothing shared
+    same = runner.invoke(app, ["diff", llama, qwen2, "hello world", "--same-ids", "--json"])
+    assert same.exit_code == 1, same.output  # compared, and two different models diverge
+    data = json.loads(same.stdout)
+    assert data["first_divergence"] is not None and "inputs" not in data
+    alone = runner.invoke(app, ["diff", llama, llama, "--ids", "1,2", "--same-ids"])
+    assert alone.exit_code == 2 and "give TEXT" in alone.output

@@ -71,6 +71,7 @@ def diff(
     allow_long: bool = typer.Option(False, "--allow-long", help="Run checkpoint folders past max_position_embeddings on rotary or relative positions (untrained there; a warning says so). Learned position tables are refused all the same."),
     verdict: Optional[List[str]] = typer.Option(None, "--verdict", metavar="NAME", help="Also judge by a rule porting teams use (repeatable): nmse (llama.cpp's bands on logits), layers (mlx-lm-tests' per-block max|Δ|/max|ref|), topk (vLLM: at the first different pick, each in the other's top-k; k from --top-k), kl (MaxText: max KL of the next-token distributions <= --max-kl), steps (tracer's atol/rtol rule). With any, the exit status is 1 when a given verdict fails, else 0."),
     max_kl: float = typer.Option(0.015, "--max-kl", help="The kl verdict's bound, in nats (MaxText's scripts use 0.015)."),
+    same_ids: bool = typer.Option(False, "--same-ids", help="Two models and TEXT: run both on A's tokenization, to compare the computation alone (without it each side tokenizes TEXT itself, and different tokens are said first)."),
 ):
     from tracer.diff import aligned_pair, diff_traces, report_json
     from tracer.diff.inputs import input_difference, model_difference, models_line, prefix_trace
@@ -87,11 +88,14 @@ def diff(
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
     if text is not None and id_rows:
         raise TracerError("give TEXT or --ids, not both")
+    if same_ids and text is None:
+        raise TracerError("--same-ids says whose tokenization of TEXT both models run on: give TEXT",
+                          hint=f'tracer diff {a} {b} "春天来" --same-ids')
     step_globs = tuple(g for s in steps for g in split_list(s, "--steps")) if steps else None
     reading = [a, b, *checkpoint_files(a), *checkpoint_files(b)]
     check_outputs({"--export-html": export_html}, reading=reading)
     with np.errstate(over="ignore", invalid="ignore"):  # statistics of dtype-minimum masks overflow float32 sums
-        sides = load_sides(a, b, text, id_rows, dtype, allow_unused, allow_long)
+        sides = load_sides(a, b, text, id_rows, dtype, allow_unused, allow_long, same_ids)
         ref, mine = sides.ref, sides.mine
         inputs = input_difference(ref, mine, str(a), str(b))  # raises when nothing is comparable
         if inputs is not None:
@@ -158,8 +162,9 @@ class Sides:
 
 
 def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | None, dtype: str,
-               allow_unused: bool = False, allow_long: bool = False) -> Sides:
-    """Both sides as Traces; folders are run on the same input (TEXT, --ids, or the other side's input.ids)."""
+               allow_unused: bool = False, allow_long: bool = False, same_ids: bool = False) -> Sides:
+    """Both sides as Traces; folders are run on the same input (TEXT, --ids, or the other side's input.ids).
+    same_ids: two models run on A's tokenization of TEXT (the computation alone, whatever B's tokenizer says)."""
     from tracer.diff.files import load_side
 
     for p in (a, b):
@@ -171,9 +176,11 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
         model_a, model_b = _load(a, dtype, allow_unused), _load(b, dtype, allow_unused)
         ref = _run(model_a, text, id_rows, allow_long=allow_long)
         pad_side = "right"
-        if text is not None and model_b.tokenizer is None:  # B cannot tokenize: give it A's ids
+        if text is not None and (same_ids or model_b.tokenizer is None):  # B runs on A's ids
             (id_rows, pad_side), text = _input_of(ref), None
         return Sides(ref, _run(model_b, text, id_rows, pad_side, allow_long), (model_a, model_b))
+    if same_ids:
+        raise TracerError("--same-ids goes with two models (checkpoint folders or GGUF files): a trace's ids are fixed")
     if _is_model(a) or _is_model(b):
         folder, file = (a, b) if _is_model(a) else (b, a)
         trace = load_side(file)
