@@ -85,12 +85,12 @@ def cost_of(model: "Model | str | Path", tokens: Sequence[int] = (128, 1024, 819
     from tracer.model.stored import stored_not_used
 
     if isinstance(model, Model):
-        spec, name, folder, cfg = model.spec, model.folder.name, model.folder, model.config
+        spec, name, folder, cfg, files = model.spec, model.folder.name, model.folder, model.config, model.files
     else:
         cc = open_config(model)
         spec, name = checkpoint_spec(cc), cc.name
-        folder, cfg = Path(model), cc.config
-    not_used = stored_not_used(folder, cfg, spec.tied_embeddings) if folder.is_dir() else None
+        folder, cfg, files = Path(model), cc.config, None
+    not_used = stored_not_used(folder, cfg, spec.tied_embeddings, files) if folder.is_dir() else None
     extra = {"stored_not_used": not_used.to_json()} if not_used is not None else {}
     return {"model_name": name, **cost_report(spec, lengths, batch, dtype), **extra}
 

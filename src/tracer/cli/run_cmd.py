@@ -192,7 +192,7 @@ def note_stored_not_used(trace, m) -> None:
     """The card counts every stored parameter; name those the forward never reads (tracer cost leaves them out)."""
     from tracer.model.stored import stored_not_used
 
-    found = stored_not_used(m.folder, m.config, m.spec.tied_embeddings)
+    found = stored_not_used(m.folder, m.config, m.spec.tied_embeddings, m.files)  # headers already read
     if found is not None:
         trace.meta["model"]["stored_not_used"] = found.to_json()
 

@@ -29,17 +29,21 @@ class StoredNotUsed:
         return {"n_params": self.n_params, "tensors": list(self.tensors)}
 
 
-def stored_not_used(folder: Path, cfg: dict, tied_embeddings: bool) -> StoredNotUsed | None:
-    """The float tensors of `folder` that the family ignores by design; None when there are none (or no weights)."""
+def stored_not_used(folder: Path, cfg: dict, tied_embeddings: bool, files=None) -> StoredNotUsed | None:
+    """The float tensors of `folder` that the family ignores by design; None when there are none (or no weights).
+    files: the folder's WeightFiles when a loaded model has them already (its headers are not read again)."""
     from tracer.arch.registry import adapter_for
     from tracer.checkpoint.weights import WeightFiles
     from tracer.errors import TracerError
 
     globs = (*getattr(adapter_for(cfg), "IGNORED", ()), *(("lm_head.weight",) if tied_embeddings else ()))
-    try:
-        files = WeightFiles(Path(folder))
-    except TracerError:
-        return None
+    if not isinstance(files, WeightFiles):  # none given, or another reader's (a GGUF file stores no such tensors)
+        if files is not None:
+            return None
+        try:
+            files = WeightFiles(Path(folder))
+        except TracerError:
+            return None
     found: dict[str, int] = {}
     for f in files.files:
         for name, entry in f.entries.items():
