@@ -59,3 +59,48 @@ def test_llama_debug_dump_matches_tracers_run(fixture, family, first_divergence)
     if first_divergence:
         assert bad[0].max_abs > 100 * _tolerance(bad[0])  # a real difference, far above the printing
         assert all(c.max_abs <= _tolerance(c) for c in comparisons[: comparisons.index(bad[0])])
+
+
+def _altered_copy(tmp_path, fixture: str, name: str, change):
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    folder = tmp_path / fixture.rsplit("/", 1)[-1]
+    shutil.copytree(REPO / "fixtures" / fixture, folder, ignore=shutil.ignore_patterns("reference*"))
+    weights = load_file(folder / "model.safetensors")
+    weights[name] = change(weights[name]).astype(weights[name].dtype)
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def _requery(w, n_head=4):  # the converter's Q row permutation once more: llama.cpp's RoPE pairs the wrong rows
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+@pytest.mark.parametrize("weight,change,first", [
+    ("model.layers.0.mlp.down_proj.weight", lambda w: w * 1.1, "blocks.0.mlp.out"),
+    ("model.layers.0.self_attn.q_proj.weight", _requery, "blocks.0.attn.q"),
+])
+def test_tracer_diff_names_the_step_a_broken_conversion_breaks(tmp_path, weight, change, first):
+    """A GGUF converted from an altered folder, run by llama-debug, diffed against the faithful folder: the CLI's
+    first divergence is the step that reads the altered tensor, and every node before it passes."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tracer.cli.main import app
+
+    require_binary("llama-debug")
+    folder = _altered_copy(tmp_path, "models/llama", weight, change)
+    log = tmp_path / "debug.log"
+    log.write_text(dump_tensors(convert(folder, "f32"), PROMPT))
+    result = CliRunner().invoke(app, ["diff", str(REPO / "fixtures/models/llama"), str(log), PROMPT, "--json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["first_divergence"] == first
+    steps = [n["step"] for n in report["nodes"]]
+    assert all(n["ok"] for n in report["nodes"][: steps.index(first)])
+    faithful = tmp_path / "faithful.log"
+    faithful.write_text(_dump("models/llama"))
+    assert CliRunner().invoke(app, ["diff", str(REPO / "fixtures/models/llama"), str(faithful), PROMPT]).exit_code == 0

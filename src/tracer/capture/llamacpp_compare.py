@@ -86,3 +86,55 @@ def _compare(t: GgmlTensor, ref: np.ndarray, step: str, layout: str, permute: bo
     return LogComparison(step, t.name, t.op, t.line, int(got.size), float(np.nanmax(diff)) if diff.size else 0.0,
                          float(np.abs(want).max()) if want.size else 0.0, t.sum,
                          None if padded else float(a.sum(dtype=np.float64)), rows)
+
+
+# ---- judging what the log printed
+
+PRINT_ATOL = 5e-5  # `%12.4f`: a printed value is within half its last digit of the float llama.cpp held
+SUM_RTOL = 1e-3  # the printed sum is float32-accumulated in ggml's order; NumPy sums in another
+
+
+@dataclass(frozen=True)
+class JudgedComparison:
+    comparison: LogComparison
+    tolerance: float  # on max_abs
+    values_ok: bool
+    sum_ok: bool | None  # None: no comparable sum (cache padding, or none printed)
+
+    @property
+    def ok(self) -> bool:
+        return self.values_ok and self.sum_ok is not False
+
+
+@dataclass(frozen=True)
+class LogJudgement:
+    judged: list[JudgedComparison]
+    printed: int  # nodes in the log
+    unmapped: list[str]  # printed node names that name no tracer step (views, masks, bare norms)
+    flash_attention: bool  # the log has attention but no kq_soft_max node: -fa on hid the weights
+
+    @property
+    def first_divergence(self) -> JudgedComparison | None:
+        return next((j for j in self.judged if not j.ok), None)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.judged) and self.first_divergence is None
+
+
+def judge_log(log: GgmlLog, steps: Mapping[str, np.ndarray], family: str, atol: float, rtol: float) -> LogJudgement:
+    """compare_log, each comparison held to the printing's half digit plus atol + rtol * max(1, max |tracer|),
+    and its sum (when comparable) to SUM_RTOL relative."""
+    comparisons = compare_log(log, steps, family)
+    judged = []
+    for c in comparisons:
+        tol = PRINT_ATOL + atol + rtol * max(1.0, c.max_ref)
+        sum_ok = None
+        if c.sum_tracer is not None and c.sum_llamacpp is not None:
+            sum_ok = bool(abs(c.sum_llamacpp - c.sum_tracer) <= max(SUM_RTOL, rtol) * max(1.0, abs(c.sum_tracer)))
+        judged.append(JudgedComparison(c, tol, bool(c.max_abs <= tol), sum_ok))
+    compared_lines = {c.line for c in comparisons}
+    unmapped = [t.name for t in log.tensors if t.line not in compared_lines]
+    bases = {t.base for t in log.tensors}
+    flash = "kq_soft_max" not in bases and any(b in bases for b in ("kqv_out", "attn_out", "Qcur"))
+    return LogJudgement(judged, len(log.tensors), unmapped, flash)

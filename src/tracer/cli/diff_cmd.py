@@ -19,7 +19,7 @@ from tracer.errors import TracerError
 
 DIFF_HELP = f"""Find the first step where two runs disagree.
 
-A is the reference, B is checked against it. Each is a trace file (.safetensors, from tracer run --save, tracer capture, or your own PyTorch dump), a NumPy dump (.npy: one step named after the file; .npz: a step per key; never unpickled) or a checkpoint folder (run on TEXT or --ids, or on the other file's input.ids; two folders also get a weight diff).
+A is the reference, B is checked against it. Each is a trace file (.safetensors, from tracer run --save, tracer capture, or your own PyTorch dump), a NumPy dump (.npy: one step named after the file; .npz: a step per key; never unpickled) a checkpoint folder or GGUF file (run on TEXT or --ids, or on the other file's input.ids; two models also get a weight diff), or, as B, a llama.cpp tensor log (llama-eval-callback, llama-debug --verbose: the printed edge values and sums are compared).
 
 A step passes when every cell has |B - A| <= atol + rtol*|A| and NaN/inf sit in the same cells. The defaults (atol {DEFAULT_ATOL:g}, rtol {DEFAULT_RTOL:g}) suit float32 against float32. bf16: --atol 1e-1 --rtol 5e-2 and read NMSE and growth; fp16: --atol 3e-2 --rtol 1e-2; float64 against float64: --atol 1e-10 --rtol 1e-8.
 
@@ -43,6 +43,9 @@ tracer diff ref.safetensors tl-cache.safetensors --names tl --json
 # a port judged by the rules porting teams use (exit 1 when one fails)
 tracer diff ref.safetensors port.safetensors --verdict nmse,kl
 
+# llama.cpp's own tensors (llama-eval-callback or llama-debug --verbose output) against a run of the model
+tracer diff model/ eval-callback.log "春天来"
+
 # the same, and the error profile as an HTML page
 tracer diff model-v1/ model-v2/ "春天来" --export-html diff.html
 """
@@ -58,7 +61,7 @@ def diff(
     b: Path = typer.Argument(..., metavar="B", help="Checked against A: a trace file (.safetensors, .npy, .npz) or a checkpoint folder.", show_default=False),
     text: Optional[str] = typer.Argument(None, metavar="TEXT", help="Prompt to run when A or B is a checkpoint folder.", show_default=False),
     ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids for folders, comma separated; repeat for a batch."),
-    names: str = typer.Option("identity", "--names", help="How B's tensor names map to step names: identity, hf (transformers module names), tl (TransformerLens hook names), or a JSON/TOML map file."),
+    names: str = typer.Option("identity", "--names", help="How B's tensor names map to step names: identity, hf (transformers module names), tl (TransformerLens hook names), llama.cpp (B is a llama-eval-callback / llama-debug log; recognised by content without it), or a JSON/TOML map file."),
     atol: float = typer.Option(DEFAULT_ATOL, "--atol", help="Absolute tolerance."),
     rtol: float = typer.Option(DEFAULT_RTOL, "--rtol", help="Tolerance relative to |A|."),
     steps: Optional[List[str]] = typer.Option(None, "--steps", help="Only steps matching this glob (repeatable), e.g. 'blocks.3.*'."),
@@ -91,6 +94,11 @@ def diff(
     if same_ids and text is None:
         raise TracerError("--same-ids says whose tokenization of TEXT both models run on: give TEXT",
                           hint=f'tracer diff {a} {b} "春天来" --same-ids')
+    from tracer.cli.diff_llamacpp import diff_log, is_log
+
+    if is_log(b, names) or (names == "identity" and is_log(a, names)):  # a llama.cpp dump is always the checked side
+        ref, log = (a, b) if is_log(b, names) else (b, a)
+        return diff_log(ref, log, text, id_rows, dtype, atol, rtol, as_json, show_all, allow_unused, allow_long)
     step_globs = tuple(g for s in steps for g in split_list(s, "--steps")) if steps else None
     reading = [a, b, *checkpoint_files(a), *checkpoint_files(b)]
     check_outputs({"--export-html": export_html}, reading=reading)
