@@ -96,7 +96,7 @@ def test_diff_of_a_gguf_against_its_folder_finds_no_divergence(tmp_path):
 
 def test_diff_of_a_q8_gguf_names_the_quantized_weights(llama_q8):
     result = invoke("diff", llama_q8, FIXTURES / "llama", "--ids", "0,5,9", "--json")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 0, result.output  # the steps differ by Q8_0's rounding: the conversion verdict passes
     changed = {t["name"]: t for t in json.loads(result.stdout)["weights"]["tensors"] if t["status"] != "same"}
     assert "model.layers.0.self_attn.q_proj.weight" in changed and "model.norm.weight" not in changed  # norms stay F32
     assert changed["model.layers.0.self_attn.q_proj.weight"]["mine_dtype"] == "F32"  # mine = the folder

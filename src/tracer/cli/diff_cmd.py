@@ -113,6 +113,9 @@ def diff(
     if inputs is not None:
         report.extras["inputs"] = inputs
     models = model_difference(sides.ref, sides.mine)
+    if models is not None and models["differs"] == ["config_sha256"] and sides.models is not None and \
+            any(_is_gguf_model(m) for m in sides.models):
+        models = None  # a GGUF's config is rebuilt from its metadata: same sizes, another hash, the same model
     if models is not None:  # said first: a diff of two different models is not a port's error
         report.extras["models"] = models
         report.notes.insert(0, models_line(models, str(a), str(b)))
@@ -127,6 +130,10 @@ def diff(
     if generation is not None:
         report.extras["generation"] = generation
     ref_t, mine_t = aligned_pair(ref, mine, names)[:2]  # as compared: under tracer's names
+    conversion = conversion_verdict(report, ref_t, mine_t) if sides.models is not None and \
+        any(_is_gguf_model(m) for m in sides.models) else None
+    if conversion is not None:
+        report.extras["conversion"] = conversion
     judged = verdicts(_split(verdict), ref_t, mine_t, report, top_k, max_kl) if verdict else None
     flags = dtype_flags(ref_t, mine_t)
     if flags:
@@ -155,6 +162,9 @@ def diff(
     console.file.write(text)
     if judged is not None:
         raise typer.Exit(0 if all(v.passed for v in judged) else 1)
+    if conversion is not None and inputs is None and (conversion["quantized"] or conversion["faults"]):
+        # a quantized conversion is judged by its verdict: exact equality is not expected of it
+        raise typer.Exit(0 if conversion["passed"] else 1)
     raise typer.Exit(1 if report.diverged or inputs is not None else 0)
 
 
@@ -260,7 +270,10 @@ def add_folder_extras(report, sides: Sides, a: Path, b: Path) -> None:
     from tracer.diff.distribution import moved_tokens
     from tracer.diff.weights import diff_weights
 
-    w = diff_weights(a, b, sides.models[0].files, sides.models[1].files)
+    converted = any(_is_gguf_model(m) for m in sides.models)
+    spec = sides.models[0].spec
+    heads = tuple(sorted({spec.n_heads, getattr(spec, "n_kv_heads", None) or spec.n_heads})) if converted else None
+    w = diff_weights(a, b, sides.models[0].files, sides.models[1].files, judge_heads=heads)
     report.extras["weights"] = {  # plain numbers for the screen; report_json makes them JSON-safe
         "tensors": [dict(asdict(t), layer=t.layer) for t in w.tensors],
         "layers": [asdict(layer) for layer in w.layers],
@@ -274,6 +287,52 @@ def add_folder_extras(report, sides: Sides, a: Path, b: Path) -> None:
         for step in report.steps:
             for p in (step.distribution or {}).get("per_position", []):
                 p["top1_ref_piece"], p["top1_mine_piece"] = piece(p["top1_ref"]), piece(p["top1_mine"])
+
+
+def _is_gguf_model(model) -> bool:
+    return hasattr(model.files, "gguf")
+
+
+def conversion_verdict(report, ref_t, mine_t) -> dict | None:
+    """A GGUF against its folder: each weight quantization error or a fault, and the logits' NMSE band."""
+    from tracer.diff.quantization import QuantJudgement, overall
+    from tracer.diff.verdicts import nmse_verdict
+
+    tensors = (report.extras.get("weights") or {}).get("tensors") or []
+    judged = [QuantJudgement(**{k: v for k, v in t["quant"].items() if k != "max_abs"}) for t in tensors if t.get("quant")]
+    if not judged and not any(t["status"] == "same" for t in tensors):
+        return None
+    try:
+        nv = nmse_verdict(ref_t, mine_t)
+        nmse, band = nv.data["nmse"], nv.level
+    except Exception:  # no logits on both sides (an encoder's pooled output only): the weights alone
+        nmse = band = None
+    from tracer.names.hf import hf_source
+
+    family = sides_family(ref_t)
+    names = [step.name for step in ref_t.steps]
+    readers: dict[str, str] = {}  # module -> the step its output is (a module's input is followed by its output)
+    for i, name in enumerate(names):
+        source = hf_source(family, name) if family else None
+        if source is None or source[0] in readers:
+            continue
+        module, take = source
+        readers[module] = name if take == "output" else (names[i + 1] if i + 1 < len(names) else name)
+
+    def first_step_of(weight: str) -> str | None:
+        module = weight.rsplit(".", 1)[0]
+        while module:
+            if module in readers:
+                return readers[module]
+            module = module.rsplit(".", 1)[0] if "." in module else ""
+        return None
+
+    return overall(judged, nmse, band, first_step_of)
+
+
+def sides_family(trace) -> str | None:
+    model = trace.meta.get("model") or {}
+    return model.get("family") or (model.get("spec") or {}).get("family")
 
 
 def shown_piece_of(tokenizer):

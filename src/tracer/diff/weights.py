@@ -31,6 +31,7 @@ class TensorChange:
     max_abs: float = 0.0
     ref_norm_sq: float = 0.0
     delta_norm_sq: float = 0.0
+    quant: dict | None = None  # a converted model: QuantJudgement's fields (quantization error or a fault)
 
     @property
     def layer(self) -> int | None:
@@ -63,8 +64,11 @@ def layer_of(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def diff_weights(ref_folder: str | Path, mine_folder: str | Path, ref_files=None, mine_files=None) -> WeightDiff:
-    """ref_files / mine_files: the loaded models' weight files (a GGUF's HF-named view), else read from the folders."""
+def diff_weights(ref_folder: str | Path, mine_folder: str | Path, ref_files=None, mine_files=None,
+                 judge_heads: tuple[int, ...] | None = None) -> WeightDiff:
+    """ref_files / mine_files: the loaded models' weight files (a GGUF's HF-named view), else read from the folders.
+    judge_heads: one side is a conversion of the other (a GGUF): judge each changed tensor as quantization error
+    or a structural fault (diff/quantization.py), q/k rows checked for RoPE permutations of these head counts."""
     ref = ref_files if ref_files is not None else WeightFiles(Path(ref_folder))
     mine = mine_files if mine_files is not None else WeightFiles(Path(mine_folder))
     out = WeightDiff(str(ref_folder), str(mine_folder))
@@ -73,14 +77,14 @@ def diff_weights(ref_folder: str | Path, mine_folder: str | Path, ref_files=None
         if name not in mine_names:
             out.tensors.append(TensorChange(name, "only-ref", ref_dtype=ref.storage_dtype(name)))
             continue
-        out.tensors.append(tensor_change(name, ref, mine))
+        out.tensors.append(tensor_change(name, ref, mine, judge_heads))
     ref_names = set(ref.names())
     out.tensors += [TensorChange(n, "only-mine", mine_dtype=mine.storage_dtype(n)) for n in mine.names() if n not in ref_names]
     out.layers = layer_changes(out.tensors)
     return out
 
 
-def tensor_change(name: str, ref: WeightFiles, mine: WeightFiles) -> TensorChange:
+def tensor_change(name: str, ref: WeightFiles, mine: WeightFiles, judge_heads: tuple[int, ...] | None = None) -> TensorChange:
     a, b = ref.get(name), mine.get(name)
     t = TensorChange(name, "same", tuple(a.shape), tuple(b.shape), ref.storage_dtype(name), mine.storage_dtype(name))
     if a.shape != b.shape:
@@ -96,6 +100,15 @@ def tensor_change(name: str, ref: WeightFiles, mine: WeightFiles) -> TensorChang
     t.delta_norm_sq = float(np.dot(delta, delta))
     t.max_abs = float(np.max(np.abs(delta))) if delta.size else 0.0
     t.rel_change = math.sqrt(t.delta_norm_sq / t.ref_norm_sq) if t.ref_norm_sq > 0 else math.inf
+    if judge_heads is not None:
+        from dataclasses import asdict
+
+        from tracer.diff.quantization import coarser, judge_tensor
+
+        qtype = coarser(t.ref_dtype, t.mine_dtype)
+        converted, original = (a, b) if qtype == t.ref_dtype else (b, a)
+        t.quant = asdict(judge_tensor(name, converted, original, qtype, judge_heads))
+        t.quant["max_abs"] = t.max_abs
     return t
 
 

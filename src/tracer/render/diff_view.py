@@ -34,6 +34,8 @@ class DiffScreen:
         if inputs is not None:
             yield inputs_view(report, inputs)
         yield verdict(report)
+        if "conversion" in report.extras:
+            yield conversion_line(report.extras["conversion"])
         yield Text(f"  {report.ref_label}  →  {report.mine_label}    atol {report.atol:g}, rtol {report.rtol:g}", style="dim")
         for note in report.notes:
             yield Text(f"  note: {note}", style="dim")
@@ -244,11 +246,50 @@ def _token(position: dict, side: str) -> str:
 # ---------- folders: weights and moved tokens ----------
 
 
+def conversion_line(c: dict) -> Text:
+    """A GGUF against its folder: quantization error, or the fault and the first step that reads it."""
+    mark, style = ("✓", "bold green") if c["passed"] else ("✗", "bold red")
+    t = Text(f"{mark} CONVERSION  ", style=style)
+    t.append(c["line"], style="green" if c["passed"] else "red")
+    if c["passed"] and c.get("quantized"):
+        t.append("; the steps below differ by that rounding, and the exit status follows this verdict", style="dim")
+    return t
+
+
+QUANT_SHOWN = 8
+
+
+def quantization_table(tensors: list[dict]) -> Group:
+    """Per converted tensor: its error against the error its type is expected to give, and the verdict."""
+    judged = [t for t in tensors if t.get("quant")]
+    worst = sorted(judged, key=lambda t: (t["quant"]["verdict"] not in ("structural", "changed"),
+                                           -(t["quant"]["rel_rms"] / t["quant"]["expected"] if t["quant"]["expected"]
+                                             else float("inf"))))
+    table = Table(box=None, pad_edge=False, padding=(0, 1), show_header=True)
+    for col, justify in (("tensor", "left"), ("type", "left"), ("max|Δ|", "right"), ("rel RMS", "right"),
+                         ("expected", "right"), ("verdict", "left")):
+        table.add_column(col, justify=justify, overflow="fold" if col == "tensor" else "ellipsis")
+    for t in worst[:QUANT_SHOWN]:
+        q = t["quant"]
+        word = q["verdict"] if q["verdict"] != "structural" else f"structural: {q['fault']} {q['detail']}".strip()
+        style = "red" if q["verdict"] in ("structural", "changed") else ""
+        table.add_row(escape(t["name"]), q["qtype"], fmt(q["max_abs"]), fmt(q["rel_rms"]), fmt(q["expected"]),
+                      Text(word, style=style))
+    lines = [Text.assemble(("Quantization", "bold"), f": {len(judged)} tensors differ from the folder's; the worst "
+                                                    "against the error their type is expected to give")]
+    lines.append(table)
+    if len(worst) > QUANT_SHOWN:
+        lines.append(Text(f"  ⋮ {len(worst) - QUANT_SHOWN} more (--json lists them all)", style="dim"))
+    return Group(*lines)
+
+
 def weights_summary(w: dict) -> Group:
     changed = [t for t in w["tensors"] if t["status"] != "same"]
     lines = [Text.assemble(("Weights", "bold"), f": {len(changed)} of {len(w['tensors'])} tensors differ")]
     if not changed:
         return Group(*lines)
+    if any(t.get("quant") for t in changed):
+        return Group(*lines, quantization_table(changed))
     table = Table(box=None, pad_edge=False, padding=(0, 1), show_header=True)
     table.add_column("layer", justify="right")
     table.add_column("rel change", justify="right")
