@@ -105,7 +105,9 @@ def diff(
     with np.errstate(over="ignore", invalid="ignore"):  # statistics of dtype-minimum masks overflow float32 sums
         sides = load_sides(a, b, text, id_rows, dtype, allow_unused, allow_long, same_ids)
         ref, mine = sides.ref, sides.mine
-        inputs = input_difference(ref, mine, str(a), str(b))  # raises when nothing is comparable
+        inputs = input_difference(ref, mine, str(a), str(b), refuse=sides.models is None)  # traces: raises
+        if inputs is not None and inputs["compared_positions"] == 0:  # two models tokenized TEXT apart
+            return tokens_apart(inputs, a, b, as_json)
         if inputs is not None:
             ref, mine = prefix_trace(ref, inputs["compared_positions"]), prefix_trace(mine, inputs["compared_positions"])
         report = diff_traces(ref, mine, names=names, atol=atol, rtol=rtol, steps=step_globs, top_k=top_k,
@@ -166,6 +168,22 @@ def diff(
         # a quantized conversion is judged by its verdict: exact equality is not expected of it
         raise typer.Exit(0 if conversion["passed"] else 1)
     raise typer.Exit(1 if report.diverged or inputs is not None else 0)
+
+
+def tokens_apart(inputs: dict, a: Path, b: Path, as_json: bool) -> None:
+    """The verdict of two models whose tokenizations of TEXT share nothing comparable: the tokens, exit 1."""
+    from tracer.render.diff_view import tokens_view
+
+    console = make_console()
+    if as_json:
+        from tracer.numbers import json_safe
+
+        text = json.dumps(json_safe({"verdict": "inputs differ", "inputs": inputs, "first_divergence": None}),
+                          ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+    else:
+        text = rendered(console, lambda: console.print(tokens_view(inputs, str(a), str(b))))
+    console.file.write(text)
+    raise typer.Exit(1)
 
 
 def _split(values: list[str]) -> list[str]:

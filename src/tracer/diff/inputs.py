@@ -67,9 +67,52 @@ def describe_input(trace: Trace, ids: list[list[int]]) -> str:
     return "; ".join(rows)
 
 
-def input_difference(ref: Trace, mine: Trace, ref_label: str, mine_label: str) -> dict | None:
+def _token_rows(trace: Trace) -> list[list[dict]]:
+    return [[t for t in row if not t.get("pad")] for row in trace.meta.get("tokens") or []]
+
+
+def _token(t: dict | None, token_id: int | None = None) -> dict | None:
+    from tracer.checkpoint.pieces import shown_piece
+
+    if t is None:
+        return None if token_id is None else {"id": token_id, "piece": str(token_id), "bytes": "", "special": False}
+    return {"id": t["id"], "piece": shown_piece(t["piece"], t.get("bytes", ""), t.get("special", False)),
+            "bytes": t.get("bytes", ""), "special": bool(t.get("special"))}
+
+
+def token_difference(ref: Trace, mine: Trace, a: list[list[int]], b: list[list[int]]) -> dict:
+    """Where the two tokenizations part: the first row and position that differ, both tokens (piece and bytes),
+    a side-by-side window around it, and the BOS/EOS policy of each side (a special token at either end)."""
+    ta, tb = _token_rows(ref), _token_rows(mine)
+    row = next((r for r, (ra, rb) in enumerate(zip(a, b)) if ra != rb), 0)
+    ra, rb = a[row] if row < len(a) else [], b[row] if row < len(b) else []
+    pos = next((p for p, (x, y) in enumerate(zip(ra, rb)) if x != y), min(len(ra), len(rb)))
+    ka = ta[row] if row < len(ta) else []
+    kb = tb[row] if row < len(tb) else []
+
+    def at(tokens, ids, p):
+        if p >= len(ids):
+            return None
+        return _token(tokens[p] if p < len(tokens) else None, ids[p])
+
+    lo = max(0, pos - 3)
+    window = [{"pos": p, "ref": at(ka, ra, p), "mine": at(kb, rb, p)} for p in range(lo, min(max(len(ra), len(rb)), lo + 10))]
+    policy = []
+    for end, index in (("starts", 0), ("ends", -1)):
+        sa = _token(ka[index]) if ka and ka[index].get("special") else None
+        sb = _token(kb[index]) if kb and kb[index].get("special") else None
+        if (sa and sa["piece"]) != (sb and sb["piece"]):
+            word = "BOS" if end == "starts" else "EOS"
+            policy.append(f"{word}: A {end} with {sa['piece'] + ' (id ' + str(sa['id']) + ')' if sa else 'no special token'}, "
+                          f"B {end} with {sb['piece'] + ' (id ' + str(sb['id']) + ')' if sb else 'no special token'}")
+    return {"row": row, "pos": pos, "ref": at(ka, ra, pos), "mine": at(kb, rb, pos), "window": window,
+            "policy": policy, "ref_len": len(ra), "mine_len": len(rb)}
+
+
+def input_difference(ref: Trace, mine: Trace, ref_label: str, mine_label: str, refuse: bool = True) -> dict | None:
     """None when both read the same ids (or one side does not say). Else what each read and what is comparable;
-    when nothing is, the error says so, and names the two models when they differ too."""
+    when nothing is, the error says so, and names the two models when they differ too (refuse=False: returned,
+    with the reason under "why")."""
     a, b = real_ids(ref), real_ids(mine)
     if a is None or b is None or a == b:
         return None
@@ -78,21 +121,32 @@ def input_difference(ref: Trace, mine: Trace, ref_label: str, mine_label: str) -
               and not any(n.startswith("encoder.") for n in ref.names()))
     comparable = prefix > 0 and causal and not left_padded(ref) and not left_padded(mine) and _named_axes(ref, mine)
     out = {"ref": describe_input(ref, a), "mine": describe_input(mine, b), "shared_prefix": prefix,
-           "compared_positions": prefix if comparable else 0}
+           "compared_positions": prefix if comparable else 0, "tokens": token_difference(ref, mine, a, b)}
     if not comparable:
-        why = ("they differ from the first token" if prefix == 0 else
+        out["why"] = why = ("they differ from the first token" if prefix == 0 else
                "the model is not causal, so every position depends on the tokens that differ" if not causal else
                "a side is left-padded, so positions do not line up" if left_padded(ref) or left_padded(mine) else
                "a side has no named axes to cut the positions along")
         models = model_difference(ref, mine)
         also = f"; and {models_line(models, ref_label, mine_label)}" if models is not None else ""
+        if not refuse:  # two models: different tokenizations are a verdict, said with both sides' tokens
+            return out
+        first = out["tokens"]
+        at = (f" (first at position {first['pos']}: {_said(first['ref'])} against {_said(first['mine'])}"
+              f"{'; ' + '; '.join(first['policy']) if first['policy'] else ''})")
         raise TracerError(
-            f"the inputs differ: {ref_label} ran {out['ref']}, {mine_label} ran {out['mine']}; nothing is comparable: "
+            f"the inputs differ{at}: {ref_label} ran {out['ref']}, {mine_label} ran {out['mine']}; nothing is comparable: "
             f"{why}{also}",
             hint="diff two runs of the same model on the same input" if models is not None else
                  "diff two runs of the same input; with a checkpoint folder on one side, tracer diff reruns it on the "
                  "other side's input.ids")
     return out
+
+
+def _said(t: dict | None) -> str:
+    if t is None:
+        return "nothing (the row ended)"
+    return f"{t['piece']!r} (id {t['id']}{', bytes ' + t['bytes'] if t['bytes'] and not t['special'] else ''})"
 
 
 def _named_axes(*traces: Trace) -> bool:

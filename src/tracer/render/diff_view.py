@@ -130,10 +130,55 @@ def inputs_view(report: DiffReport, inputs: dict) -> Group:
         Text("≠ THE INPUTS DIFFER", style="bold yellow"),
         Text(f"  {report.ref_label} ran {inputs['ref']}"),
         Text(f"  {report.mine_label} ran {inputs['mine']}"),
+        *_token_lines(inputs),
         Text(f"  Compared below: only {where}, where both read the same tokens (a causal model's position sees "
              "nothing after it). Every later position differs because the input does.", style="dim"),
         Text(""),
     )
+
+
+def tokens_view(inputs: dict, ref_label: str, mine_label: str) -> Group:
+    """Two models that split TEXT apart from the start: the tokens side by side, nothing else (exit status 1)."""
+    return Group(
+        Text("≠ THE INPUTS DIFFER", style="bold yellow"),
+        Text(f"  A {ref_label} ran {inputs['ref']}"),
+        Text(f"  B {mine_label} ran {inputs['mine']}"),
+        *_token_lines(inputs),
+        Text(f"  Nothing is compared: {inputs.get('why', 'no position reads the same tokens')}. Compare the "
+             "computation alone with --same-ids (both run on A's tokens); exit status 1.", style="dim"),
+    )
+
+
+def _token_lines(inputs: dict) -> list:
+    t = inputs.get("tokens")
+    if not t:
+        return []
+
+    def said(x):
+        if x is None:
+            return "nothing (the row ended)"
+        raw = f", bytes {x['bytes']}" if x["bytes"] and not x["special"] else ""
+        return f"{escape(x['piece'])!s} (id {x['id']}{raw})"
+
+    row = f"row {t['row']}, " if t["row"] else ""
+    lines = [Text(f"  first different token: {row}position {t['pos']}: A {said(t['ref'])}, B {said(t['mine'])}",
+                  style="yellow")]
+    lines += [Text(f"  {p}", style="yellow") for p in t["policy"]]
+    table = Table(box=None, pad_edge=False, padding=(0, 1), show_header=False)
+    table.add_column("", style="dim")
+    for cell in t["window"]:
+        table.add_column(str(cell["pos"]), justify="center")
+    table.add_row("pos", *[str(c["pos"]) for c in t["window"]])
+    for side in ("ref", "mine"):
+        cells = []
+        for c in t["window"]:
+            tok, other = c[side], c["mine" if side == "ref" else "ref"]
+            piece = "·" if tok is None else tok["piece"]
+            differs = tok is None or other is None or tok["id"] != other["id"]
+            cells.append(Text(piece, style="bold yellow" if differs else ""))
+        table.add_row("A" if side == "ref" else "B", *cells)
+    lines.append(Padding(table, (0, 0, 0, 2)))
+    return lines
 
 
 def _failed_uncompared(report: DiffReport) -> int:
