@@ -68,3 +68,41 @@ def test_a_shared_prefix_names_the_first_different_token_too(tmp_path):
     assert "position 3: A 来 (id" in first and ", B 去 (id" in first and "bytes e6 9d a5" in first  # 来 is U+6765
     data = json.loads(invoke("diff", a, b, "--json").stdout)
     assert data["inputs"]["compared_positions"] == 3 and data["inputs"]["tokens"]["pos"] == 3
+
+
+# ---- --tokenizer gguf|json
+
+
+def _beside(tmp_path, add_bos=False):
+    import shutil
+
+    path = _gguf(tmp_path, add_bos=add_bos)
+    shutil.copy(FIXTURES / "llama" / "tokenizer.json", tmp_path / "tokenizer.json")
+    return path
+
+
+def test_tokenizer_json_reads_the_tokenizer_beside_the_file(tmp_path):
+    path = _beside(tmp_path)
+    own = invoke("diff", path, FIXTURES / "llama", "hello world", "--json")
+    beside = invoke("diff", path, FIXTURES / "llama", "hello world", "--tokenizer", "json", "--json")
+    assert own.exit_code == 1 and json.loads(own.stdout)["verdict"] == "inputs differ"  # the file's: no BOS
+    assert beside.exit_code == 0, beside.output
+    assert "inputs" not in json.loads(beside.stdout)
+    run_gguf = json.loads(invoke("run", "--model", path, "hello world", "--tokenizer", "json", "--json").stdout)
+    run_own = json.loads(invoke("run", "--model", path, "hello world", "--json").stdout)
+    run_folder = json.loads(invoke("run", "--model", FIXTURES / "llama", "hello world", "--json").stdout)
+    ids = lambda r: [t["id"] for t in r["tokens"]]  # noqa: E731
+    assert ids(run_gguf) == ids(run_folder) and ids(run_own) == ids(run_folder)[1:]
+
+
+def test_tokenizer_choice_errors(tmp_path):
+    path = _gguf(tmp_path, add_bos=True)
+    for args, fragment in (
+        (("run", "--model", path, "hi", "--tokenizer", "json"), "no tokenizer.json beside"),
+        (("run", "--model", FIXTURES / "llama", "hi", "--tokenizer", "gguf"), "is a checkpoint folder"),
+        (("run", "--model", path, "hi", "--tokenizer", "sentencepiece"), "choose gguf"),
+        (("generate", "--model", path, "hi", "--tokenizer", "json"), "no tokenizer.json beside"),
+    ):
+        result = invoke(*args)
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith("error: ") and fragment in result.output.splitlines()[0], result.output

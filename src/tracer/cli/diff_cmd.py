@@ -71,6 +71,7 @@ def diff(
     dtype: str = typer.Option("float32", "--dtype", help="Compute dtype when running checkpoint folders: float32 or float64."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML page: the per-step error profile on a log scale with the first divergence marked, and the tables."),
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run checkpoint folders even when they hold weights the config does not use."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="For GGUF files: gguf (its own tokenizer, the default: what llama.cpp runs) or json (the tokenizer.json beside it: what transformers runs)."),
     allow_long: bool = typer.Option(False, "--allow-long", help="Run checkpoint folders past max_position_embeddings on rotary or relative positions (untrained there; a warning says so). Learned position tables are refused all the same."),
     verdict: Optional[List[str]] = typer.Option(None, "--verdict", metavar="NAME", help="Also judge by a rule porting teams use (repeatable): nmse (llama.cpp's bands on logits), layers (mlx-lm-tests' per-block max|Δ|/max|ref|), topk (vLLM: at the first different pick, each in the other's top-k; k from --top-k), kl (MaxText: max KL of the next-token distributions <= --max-kl), steps (tracer's atol/rtol rule). With any, the exit status is 1 when a given verdict fails, else 0."),
     max_kl: float = typer.Option(0.015, "--max-kl", help="The kl verdict's bound, in nats (MaxText's scripts use 0.015)."),
@@ -103,7 +104,7 @@ def diff(
     reading = [a, b, *checkpoint_files(a), *checkpoint_files(b)]
     check_outputs({"--export-html": export_html}, reading=reading)
     with np.errstate(over="ignore", invalid="ignore"):  # statistics of dtype-minimum masks overflow float32 sums
-        sides = load_sides(a, b, text, id_rows, dtype, allow_unused, allow_long, same_ids)
+        sides = load_sides(a, b, text, id_rows, dtype, allow_unused, allow_long, same_ids, tokenizer)
         ref, mine = sides.ref, sides.mine
         inputs = input_difference(ref, mine, str(a), str(b), refuse=sides.models is None)  # traces: raises
         if inputs is not None and inputs["compared_positions"] == 0:  # two models tokenized TEXT apart
@@ -198,7 +199,8 @@ class Sides:
 
 
 def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | None, dtype: str,
-               allow_unused: bool = False, allow_long: bool = False, same_ids: bool = False) -> Sides:
+               allow_unused: bool = False, allow_long: bool = False, same_ids: bool = False,
+               tokenizer: str | None = None) -> Sides:
     """Both sides as Traces; folders are run on the same input (TEXT, --ids, or the other side's input.ids).
     same_ids: two models run on A's tokenization of TEXT (the computation alone, whatever B's tokenizer says)."""
     from tracer.diff.files import load_side
@@ -209,7 +211,7 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
     if _is_model(a) and _is_model(b):
         if text is None and not id_rows:
             raise TracerError("two checkpoint folders need an input", hint=f'tracer diff {a} {b} "春天来" (or --ids 5,17,42)')
-        model_a, model_b = _load(a, dtype, allow_unused), _load(b, dtype, allow_unused)
+        model_a, model_b = _load(a, dtype, allow_unused, tokenizer), _load(b, dtype, allow_unused, tokenizer)
         ref = _run(model_a, text, id_rows, allow_long=allow_long)
         pad_side = "right"
         if text is not None and (same_ids or model_b.tokenizer is None):  # B runs on A's ids
@@ -226,7 +228,7 @@ def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | No
             if taken is None:
                 raise TracerError(f"{file} has no input.ids to run {folder} on", hint="give TEXT or --ids")
             id_rows, pad_side = taken
-        ran = _run(_load(folder, dtype, allow_unused), text, id_rows, pad_side, allow_long)
+        ran = _run(_load(folder, dtype, allow_unused, tokenizer), text, id_rows, pad_side, allow_long)
         return Sides(ran, trace) if _is_model(a) else Sides(trace, ran)
     if text is not None or id_rows:
         raise TracerError("TEXT and --ids are for checkpoint folders; both A and B are trace files")
@@ -240,10 +242,12 @@ def _is_model(p: Path) -> bool:
     return p.is_dir() or is_gguf(p)
 
 
-def _load(folder: Path, dtype: str, allow_unused: bool = False):
+def _load(folder: Path, dtype: str, allow_unused: bool = False, tokenizer: str | None = None):
+    """A model; --tokenizer chooses for GGUF files only (a folder in the pair keeps its tokenizer.json)."""
     from tracer.api import load_model
+    from tracer.model.gguf_open import is_gguf
 
-    return load_model(folder, dtype=dtype, allow_unused=allow_unused)
+    return load_model(folder, dtype=dtype, allow_unused=allow_unused, tokenizer=tokenizer if is_gguf(folder) else None)
 
 
 def _run(model, text, id_rows, pad_side: str = "right", allow_long: bool = False):

@@ -53,6 +53,7 @@ def generate(
     prompts: Optional[List[str]] = typer.Argument(None, help="Prompt text; several prompts form a left-padded batch."),
     model: Optional[Path] = typer.Option(None, "--model", "-m", help="Checkpoint folder (a decoder or encoder-decoder model). Default: the shipped model."),
     ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact prompt token ids, comma separated; repeat for a batch."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="For a GGUF file: gguf (its own tokenizer, the default: what llama.cpp runs) or json (the tokenizer.json beside it: what transformers runs)."),
     max_new_tokens: int = typer.Option(8, "--max-new-tokens", "-n", help="How many tokens to generate at most (per row)."),
     temperature: Optional[float] = typer.Option(None, "--temperature", help="Sample at this temperature (0 = greedy, the default)."),
     top_k: Optional[int] = typer.Option(None, "--top-k", help="Sample from the k most likely tokens only."),
@@ -92,7 +93,7 @@ def generate(
         raise TracerError("--stop is empty")
     folder = model if model is not None else default_model_path()
     check_outputs({"--save": save, "--export-html": export_html}, reading=checkpoint_files(folder))
-    m = load_model(folder, dtype=dtype)
+    m = load_model(folder, dtype=dtype, tokenizer=tokenizer)
     if batch_row is not None:
         n_rows = len(prompts or id_rows)
         row = batch_row + n_rows if batch_row < 0 else batch_row  # negative counts back, as every index option

@@ -107,6 +107,7 @@ def run(
     json_full: bool = typer.Option(False, "--json-full", help="With --json: every position of the attention and mask grids (they grow with the square of the input)."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML report of the chosen sections (every layer's attention as heatmaps, the lens over positions); opens offline."),
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run even when the checkpoint holds weights the config does not use (e.g. a classification head); they are listed as a warning."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="For a GGUF file: gguf (its own tokenizer, the default: what llama.cpp runs) or json (the tokenizer.json beside it: what transformers runs)."),
     allow_long: bool = typer.Option(False, "--allow-long", help=ALLOW_LONG_HELP),
 ):
     from tracer.api import InputOptions, load_model
@@ -126,7 +127,7 @@ def run(
     folder = model if model is not None else default_model_path()
     check_outputs({"--save": save, "--export-html": export_html}, reading=checkpoint_files(folder))
     sections = resolve_sections(only, lens, values, steps_filter=bool(steps), cost=cost)
-    m = load_model(folder, dtype=dtype, allow_unused=allow_unused)
+    m = load_model(folder, dtype=dtype, allow_unused=allow_unused, tokenizer=tokenizer)
     if m.unused_weights:
         warn_unused(m.unused_weights)
     refuse_headless(m.spec.head, target=target, top_k=top_k)

@@ -7,7 +7,6 @@ commands that need the shape only (`tracer cost`), `gguf_spec(path)`, which read
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 from pathlib import Path
 
@@ -83,7 +82,8 @@ def gguf_spec(path: str | Path) -> tuple[Spec, str]:
     return spec, Path(path).name
 
 
-def load_gguf_model(path: str | Path, dtype: str = "float32", allow_unused: bool = False) -> GGUFModel:
+def load_gguf_model(path: str | Path, dtype: str = "float32", allow_unused: bool = False,
+                    tokenizer_choice: str | None = None) -> GGUFModel:
     if dtype not in DTYPES:
         raise TracerError(f"dtype {dtype!r} is not supported", hint="use float32 or float64")
     f, cfg, sha, adapter, spec = open_gguf(path)
@@ -109,7 +109,7 @@ def load_gguf_model(path: str | Path, dtype: str = "float32", allow_unused: bool
         raise TracerError(f"{f.path}: {len(unused)} tensors of the GGUF file are not read by the {spec.family} "
                           f"model tracer builds, e.g. {unused[0]}",
                           hint="--allow-unused runs anyway, ignoring them")
-    tokenizer, note = gguf_tokenizer(f)
+    tokenizer, note = gguf_tokenizer(f, tokenizer_choice)
     model = GGUFModel(f.path, cfg, sha, spec, weights, files, tokenizer, dtype)
     model.unused_weights = tuple(unused)
     model.quantization = f.quantization()
@@ -117,15 +117,24 @@ def load_gguf_model(path: str | Path, dtype: str = "float32", allow_unused: bool
     return model
 
 
-def gguf_tokenizer(f: GGUFFile):
-    """(Tokenizer, "") from the file's tokenizer.ggml.* metadata, or (None, why not)."""
-    if "tokenizer.ggml.model" not in f.metadata or "tokenizer.ggml.tokens" not in f.metadata:
-        return None, "the GGUF file holds no tokenizer (no tokenizer.ggml.model / tokenizer.ggml.tokens metadata)"
+TOKENIZER_CHOICES = ("gguf", "json")
+
+
+def gguf_tokenizer(f: GGUFFile, choice: str | None = None):
+    """(Tokenizer, "") or (None, why not). choice "gguf" (the default: what llama.cpp runs) reads the file's
+    tokenizer.ggml.* metadata; "json" the tokenizer.json beside the file (what transformers runs)."""
     from tracer.checkpoint.tokenizer import Tokenizer
 
-    # tracer.checkpoint.gguf_tokenizer comes with issue 17's tokenizer part; until it is merged, text needs --ids
-    if importlib.util.find_spec("tracer.checkpoint.gguf_tokenizer") is None or not hasattr(Tokenizer, "from_spec"):
-        return None, "this build cannot yet tokenize text with a GGUF file's own tokenizer"
+    if choice not in (None, *TOKENIZER_CHOICES):
+        raise TracerError(f"--tokenizer {choice!r}: choose gguf (the file's own) or json (tokenizer.json beside it)")
+    if choice == "json":
+        beside = f.path.parent / "tokenizer.json"
+        if not beside.is_file():
+            raise TracerError(f"--tokenizer json: no tokenizer.json beside {f.path}",
+                              hint="copy the model's tokenizer.json next to the GGUF file, or use its own (--tokenizer gguf)")
+        return Tokenizer(beside), ""
+    if "tokenizer.ggml.model" not in f.metadata or "tokenizer.ggml.tokens" not in f.metadata:
+        return None, "the GGUF file holds no tokenizer (no tokenizer.ggml.model / tokenizer.ggml.tokens metadata)"
     from tracer.checkpoint.gguf_tokenizer import tokenizer_spec_from_gguf
 
     return Tokenizer.from_spec(tokenizer_spec_from_gguf(f.metadata), str(f.path)), ""

@@ -266,14 +266,17 @@ def id_rows_of(ids) -> list[list[int]]:
     return [list(r) for r in ids]
 
 
-def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = False) -> Model:
-    """Open a checkpoint folder (config.json, *.safetensors, tokenizer.json) as a Model.
+def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = False,
+               tokenizer: str | None = None) -> Model:
+    """Open a checkpoint folder (config.json, *.safetensors, tokenizer.json) or a GGUF file as a Model.
 
     dtype: the compute dtype, "float32" or "float64" (weights stored in bf16/f16 are widened exactly).
     allow_unused: load a checkpoint that holds float weights no step reads (e.g. a classification head);
     they are listed in model.unused_weights. Every shape is checked against the config from the file
     headers, before any tensor is read. Also tunes the C allocator once per process (see
     tracer.model.allocator), as the command does: the API runs as fast as `tracer run`.
+    tokenizer: for a GGUF file, "gguf" (its own, the default: what llama.cpp runs) or "json" (the tokenizer.json
+    beside it: what transformers runs); a folder has only its tokenizer.json ("json").
     Raises TracerError on a missing, corrupt or unsupported checkpoint."""
     from tracer.model import allocator
 
@@ -283,7 +286,10 @@ def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = Fa
 
     if is_gguf(Path(path)):  # a GGUF file (issue 17): its own reader, metadata -> config
         allocator.reuse_freed_memory()
-        return load_gguf_model(Path(path), dtype, allow_unused)
+        return load_gguf_model(Path(path), dtype, allow_unused, tokenizer)
+    if tokenizer not in (None, "json"):
+        raise TracerError(f"--tokenizer {tokenizer}: {path} is a checkpoint folder, whose tokenizer is its tokenizer.json",
+                          hint="--tokenizer chooses for a GGUF file: gguf (its own) or json (tokenizer.json beside it)")
     ck = open_checkpoint(path)
     allocator.reuse_freed_memory()
     return model_of(ck, dtype, allow_unused)
