@@ -183,3 +183,26 @@ def test_bad_step_names_shapes_and_ablations_are_one_error_line(tmp_path):
     no_resid = tmp_path / "n.safetensors"
     m.run(ids=IDS, keep=("logits", "embed.out", "input.*")).save(no_resid)
     assert "lacks blocks.0.resid_post" in _error(runner.invoke(app, ["diff", "--isolate", str(DEFAULT), str(no_resid)]))
+
+
+def test_encoder_decoder_cross_attention_ablation_leaves_the_encoder_alone():
+    m = _load(model_dir("t5"))
+    kw = dict(ids=[[5, 17, 42, 8]], decoder_ids=[[0, 5, 7]])
+    base, ablated = m.run(**kw), m.run(**kw, ablate="decoder.blocks.0.cross_attn.head.1")
+    after = _downstream(m.spec, "decoder.blocks.0.cross_attn.z")
+    assert all(n.startswith("decoder.") or n in ("logits", "probs") for n in after)
+    for step in base.steps:
+        if step.name != "decoder.blocks.0.cross_attn.z":
+            assert (not _same(base[step.name], ablated[step.name])) == (step.name in after), step.name
+
+
+def test_a_model_without_a_head_reports_the_pooled_vector_change():
+    r = runner.invoke(app, ["run", "-m", str(model_dir("bert")), "the cat", "a dog", "--ablate", "blocks.0.mlp", "--json"])
+    assert r.exit_code == 0, r.output
+    change = json.loads(r.stdout)["intervention"]
+    m = _load(model_dir("bert"))
+    a = m.run(["the cat", "a dog"])["pooled"][0].astype(np.float64)
+    b = m.run(["the cat", "a dog"], ablate="blocks.0.mlp")["pooled"][0].astype(np.float64)
+    assert change["pooled"]["max_abs_change"] == pytest.approx(np.abs(b - a).max())
+    cosine = a @ b / np.linalg.norm(a) / np.linalg.norm(b)
+    assert cosine < 0.9999 and change["pooled"]["cosine"] == pytest.approx(cosine)

@@ -77,6 +77,12 @@ def render_change(change: dict):
     first = change.get("first_changed")
     lines.append(Text(f"first step that changed: {first}" if first else "no step changed: the run is bit-identical",
                       style="dim"))
+    if "pooled" in change:
+        c = change["pooled"]
+        cos = "n/a" if c["cosine"] is None else f"{c['cosine']:.6f}"
+        lines.append(Text(f"pooled vector of row {change['batch_row']}: max|Δ| {c['max_abs_change']:.3g}, "
+                          f"cosine to the unpatched one {cos}", style="dim"))
+        return Group(*lines)
     if change.get("missing"):
         lines.append(Text(change["missing"], style="dim"))
         return Group(*lines)

@@ -27,6 +27,12 @@ def intervention_report(base, patched, row: int, position: int, k: int, vocab) -
     """Top-k before and after at one position; each token of either top-k with its probability change; KL."""
     out = {"changes": patched.meta.get("intervention", []), "first_changed": first_changed(base, patched),
            "batch_row": row, "position": position, "k": k}
+    if "probs" not in patched and "logits" not in patched and "pooled" in patched:  # no head: the sentence vector
+        a, b = (t["pooled"][row].astype(np.float64) for t in (base, patched))
+        norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+        out["pooled"] = {"max_abs_change": float(np.abs(b - a).max()),
+                         "cosine": float(a @ b / norms) if norms > 0 else None}
+        return out
     before, _, missing = distribution_at(base, row, position)
     after, _, _ = distribution_at(patched, row, position)
     if before is None or after is None:
