@@ -206,3 +206,26 @@ def test_a_model_without_a_head_reports_the_pooled_vector_change():
     assert change["pooled"]["max_abs_change"] == pytest.approx(np.abs(b - a).max())
     cosine = a @ b / np.linalg.norm(a) / np.linalg.norm(b)
     assert cosine < 0.9999 and change["pooled"]["cosine"] == pytest.approx(cosine)
+
+
+@pytest.mark.parametrize("name", ["default", "t5", "qwen2_moe", "gemma2"])
+def test_the_engine_computes_on_from_every_patchable_step(name):
+    """The hook works because the engine uses what the recorder hands back; a step whose returned value it
+    dropped would be patched in the trace and nowhere else. Each float step, perturbed, moves the output."""
+    from tracer.model.patch import _NOT_PATCHABLE
+
+    m = _load(DEFAULT if name == "default" else model_dir(name))
+    kw = dict(ids=[[3, 5, 7, 9]], **({"decoder_ids": [[0, 4, 6]]} if m.route == "encoder-decoder" else {}))
+    base = m.run(**kw)
+    for step in base.steps:
+        if step.array is None or step.array.dtype.kind != "f" or _NOT_PATCHABLE.search(step.name):
+            continue
+        moved = m.run(**kw, keep=("probs",), patch={step.name: step.array * 1.5 + 0.1})
+        assert not np.array_equal(moved["probs"], base["probs"]), step.name
+
+
+def test_isolate_refuses_the_step_wise_flags(tmp_path):
+    m = _load(DEFAULT)
+    _, _, path = _port_with_a_faulty_block(m, tmp_path, 1)
+    assert "--verdict and --isolate" in _error(runner.invoke(app, ["diff", "--isolate", str(DEFAULT), str(path), "--verdict", "kl"]))
+    assert "takes the reference model first" in _error(runner.invoke(app, ["diff", "--isolate", str(path), str(DEFAULT)]))

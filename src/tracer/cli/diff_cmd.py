@@ -99,7 +99,10 @@ def diff(
         raise TracerError("--same-ids says whose tokenization of TEXT both models run on: give TEXT",
                           hint=f'tracer diff {a} {b} "春天来" --same-ids')
     if isolate:
-        from tracer.cli.diff_isolate import run_isolate
+        from tracer.cli.diff_isolate import refuse_with_isolate, run_isolate
+
+        refuse_with_isolate({"--verdict": verdict, "--same-ids": same_ids, "--export-html": export_html,
+                             "--steps": steps, "--all": show_all})
 
         run_isolate(a, b, text, id_rows, names, atol, rtol, dtype, as_json, allow_unused, allow_long)
     from tracer.cli.diff_llamacpp import diff_log, is_log

@@ -53,6 +53,14 @@ def run_isolate(a: Path, b: Path, text: str | None, id_rows, names: str, atol: f
     raise typer.Exit(1 if result.responsible is not None else 0)
 
 
+def refuse_with_isolate(given: dict) -> None:
+    """Flags of the step-wise diff that --isolate does not read: an error, never ignored."""
+    named = [flag for flag, value in given.items() if value]
+    if named:
+        raise TracerError(f"{', '.join(named)} and --isolate do not go together: --isolate shows one table per block",
+                          hint="run tracer diff without --isolate for the step-wise diff")
+
+
 def render_isolation(result):
     from rich import box
     from rich.console import Group
