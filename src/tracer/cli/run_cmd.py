@@ -48,6 +48,9 @@ tracer run "$(cat story.txt)" --attn-top 5 --position 40
 # two prompts as one padded batch; show the second row
 tracer run "Spring is" "Autumn was" --batch --pad-side left --batch-row 1
 
+# zero one head's output: how the next token changes
+tracer run "春天来" --ablate blocks.2.attn.head.0
+
 # exact ids, a trace file and JSON
 tracer run -m DIR --ids 5,17,42 --save t.safetensors --json > t.json
 
