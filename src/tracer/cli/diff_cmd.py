@@ -103,7 +103,6 @@ def diff(
 
         refuse_with_isolate({"--verdict": verdict, "--same-ids": same_ids, "--export-html": export_html,
                              "--steps": steps, "--all": show_all})
-
         run_isolate(a, b, text, id_rows, names, atol, rtol, dtype, as_json, allow_unused, allow_long)
     from tracer.cli.diff_llamacpp import diff_log, is_log
 
