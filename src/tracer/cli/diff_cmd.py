@@ -46,6 +46,9 @@ tracer diff ref.safetensors port.safetensors --verdict nmse,kl
 # llama.cpp's own tensors (llama-eval-callback or llama-debug --verbose output) against a run of the model
 tracer diff model/ eval-callback.log "春天来"
 
+# the error each block of a port adds on its own input
+tracer diff --isolate model/ port.safetensors
+
 # the same, and the error profile as an HTML page
 tracer diff model-v1/ model-v2/ "春天来" --export-html diff.html
 """
@@ -75,6 +78,7 @@ def diff(
     allow_long: bool = typer.Option(False, "--allow-long", help="Run checkpoint folders past max_position_embeddings on rotary or relative positions (untrained there; a warning says so). Learned position tables are refused all the same."),
     verdict: Optional[List[str]] = typer.Option(None, "--verdict", metavar="NAME", help="Also judge by a rule porting teams use (repeatable): nmse (llama.cpp's bands on logits), layers (mlx-lm-tests' per-block max|Δ|/max|ref|), topk (vLLM: at the first different pick, each in the other's top-k; k from --top-k), kl (MaxText: max KL of the next-token distributions <= --max-kl), steps (tracer's atol/rtol rule). With any, the exit status is 1 when a given verdict fails, else 0."),
     max_kl: float = typer.Option(0.015, "--max-kl", help="The kl verdict's bound, in nats (MaxText's scripts use 0.015)."),
+    isolate: bool = typer.Option(False, "--isolate", help="A is the reference model, B a port's trace with embed.out and every blocks.L.resid_post: rerun each block of A from B's input to it, and show the error each block adds alone against the accumulated one; the block adding the most is named (exit 1 when one is out of tolerance)."),
     same_ids: bool = typer.Option(False, "--same-ids", help="Two models and TEXT: run both on A's tokenization, to compare the computation alone (without it each side tokenizes TEXT itself, and different tokens are said first)."),
 ):
     from tracer.diff import aligned_pair, diff_traces, report_json
@@ -95,6 +99,12 @@ def diff(
     if same_ids and text is None:
         raise TracerError("--same-ids says whose tokenization of TEXT both models run on: give TEXT",
                           hint=f'tracer diff {a} {b} "春天来" --same-ids')
+    if isolate:
+        from tracer.cli.diff_isolate import refuse_with_isolate, run_isolate
+
+        refuse_with_isolate({"--verdict": verdict, "--same-ids": same_ids, "--export-html": export_html,
+                             "--steps": steps, "--all": show_all})
+        run_isolate(a, b, text, id_rows, names, atol, rtol, dtype, as_json, allow_unused, allow_long)
     from tracer.cli.diff_llamacpp import diff_log, is_log
 
     if is_log(b, names) or (names == "identity" and is_log(a, names)):  # a llama.cpp dump is always the checked side

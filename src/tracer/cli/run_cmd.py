@@ -12,6 +12,7 @@ import typer
 from tracer.cli.common import (
     check_outputs, checkpoint_files, handle_errors, keep_globs, make_console, parse_int_list, rendered, split_list,
 )
+from tracer.cli.run_patch import ABLATE_HELP, PATCH_HELP
 from tracer.errors import TracerError
 from tracer.numbers import json_safe
 
@@ -46,6 +47,9 @@ tracer run "$(cat story.txt)" --attn-top 5 --position 40
 
 # two prompts as one padded batch; show the second row
 tracer run "Spring is" "Autumn was" --batch --pad-side left --batch-row 1
+
+# zero one head's output: how the next token changes
+tracer run "春天来" --ablate blocks.2.attn.head.0
 
 # exact ids, a trace file and JSON
 tracer run -m DIR --ids 5,17,42 --save t.safetensors --json > t.json
@@ -109,6 +113,8 @@ def run(
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run even when the checkpoint holds weights the config does not use (e.g. a classification head); they are listed as a warning."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="For a GGUF file: gguf (its own tokenizer, the default: what llama.cpp runs) or json (the tokenizer.json beside it: what transformers runs)."),
     allow_long: bool = typer.Option(False, "--allow-long", help=ALLOW_LONG_HELP),
+    patch: Optional[List[str]] = typer.Option(None, "--patch", metavar="FILE:STEP[,STEP...]", help=PATCH_HELP),
+    ablate: Optional[List[str]] = typer.Option(None, "--ablate", metavar="blocks.L.attn.head.H|blocks.L.mlp", help=ABLATE_HELP),
 ):
     from tracer.api import InputOptions, load_model
     from tracer.cli.prompts import batch_line, check_prompts
@@ -145,8 +151,12 @@ def run(
                           **decoder_options(decoder_text, decoder_ids), positions=position_rule(positions),
                           allow_long=allow_long)
     read = MaskRead(mask, mask_convention, dtype) if mask is not None or mask_convention is not None else None
+    from tracer.cli.run_patch import change_of, hook_options, render_change
+
+    hooks = hook_options(patch, ablate)
     trace = m.run(text=prompts or None, ids=id_rows, keep=keep_globs(keep), options=inputs, mask=read,
-                  clock=time.perf_counter if "cost" in options.sections else None)
+                  clock=time.perf_counter if "cost" in options.sections else None, **hooks)
+    base = m.run(text=prompts or None, ids=id_rows, keep=keep_globs(keep), options=inputs, mask=read) if hooks else None
     read = read.result if read is not None else None
     note_stored_not_used(trace, m)
     if m.spec.head == "none":
@@ -154,6 +164,7 @@ def run(
 
         note_seq_length(trace, m.folder)
     report = build_report(trace, options, vocab=vocab_lookup(m.tokenizer), model=m)  # checks the options first
+    change = change_of(base, trace, report, top_k, vocab_lookup(m.tokenizer)) if base is not None else None
     warn_nonfinite(report)
     console = make_console()
     if as_json:
@@ -162,9 +173,12 @@ def run(
         data = run_json(report, trace, full=json_full)
         if read is not None:
             data["mask_input"] = read.to_json()
+        if change is not None:
+            data["intervention"] = change
         text = json.dumps(json_safe(data), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
     else:
-        text = rendered(console, lambda: show_run(console, report, trace, read, pad_side))
+        text = rendered(console, lambda: (show_run(console, report, trace, read, pad_side),
+                                          change is not None and console.print(render_change(change))))
     write_run_outputs(save, export_html, trace, report, m, target_id)  # both files or neither, after all went well
     console.file.write(text)
 

@@ -40,7 +40,8 @@ class BlockSink(Protocol):
 
 @runtime_checkable
 class StepSink(Protocol):
-    """Where the engine records each step: `sink(name, array, axes, op)` returns the array it was given."""
+    """Where the engine records each step: `sink(name, array, axes, op)` returns the array the engine computes
+    on from: the one it was given, or what a hook put in its place (tracer.model.patch)."""
 
     def __call__(self, name: str, array: np.ndarray, axes: Sequence[str], op: str) -> np.ndarray: ...
 

@@ -25,6 +25,7 @@ from tracer.model.inputs import PositionLimit, check_positions, input_words, sta
 from tracer.model.meta import ModelMeta, RunMeta, built_mask, fully_masked_rows, override_mask
 from tracer.model.open import Checkpoint, open_checkpoint
 from tracer.model.options import InputOptions
+from tracer.model.patch import intervention
 from tracer.trace import Recorder, Trace
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -148,7 +149,8 @@ class Model:
     def run(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | Sequence[int] | None = None,
             keep: Sequence[str] | None = None, *, options: InputOptions | None = None,
             mask: "MaskReading | Callable[[tuple[int, int, int, int]], MaskReading] | MaskOverride | None" = None,
-            mask_override: MaskOverride | None = None, clock=None, **input_options) -> Trace:
+            mask_override: MaskOverride | None = None, clock=None, patch: dict | None = None,
+            ablate: Sequence[str] | str | None = None, **input_options) -> Trace:
         """Run the forward pass and record every step: a Trace (step name -> array, with statistics and meta).
 
         text / ids / options / keywords: the inputs, as `batch` takes them (pad_side, special_tokens, pair,
@@ -158,7 +160,10 @@ class Model:
         mask lab's reading (tracer.masks.conventions.canonical_mask) or a function of the score shape
         [batch, heads, q, kv] that gives one (the batch is built once); the trace records how it was read.
         clock (e.g. time.perf_counter): time each step (Step.seconds). allow_long: past max_position_embeddings
-        on rotary and relative positions; the trace's meta then carries the warning under "warnings"."""
+        on rotary and relative positions; the trace's meta then carries the warning under "warnings".
+        patch: step name -> array, the step's value replaced by it (same shape) and the pass computed on from
+        there; ablate: `blocks.L.attn.head.H` (head H's slice of attn.z zeroed) or `blocks.L.mlp` (mlp.out
+        zeroed), one or a list (see tracer.model.patch); the trace's meta lists them under "intervention"."""
         if mask is not None and mask_override is not None:
             raise TracerError("give `mask` or `mask_override`, not both")
         o = InputOptions.of(options, **input_options)
@@ -172,7 +177,9 @@ class Model:
         elif isinstance(keep, str):
             keep = (keep,)
         headless = self.route == "encoder" and self.spec.head == "none"  # a bare BertModel: no `bert.` prefix
-        rec = Recorder(keep, hf_module=lambda name: hf_module(self.family, name, headless=headless), clock=clock)
+        hook = intervention(self.spec, patch, ablate)
+        rec = Recorder(keep, hf_module=lambda name: hf_module(self.family, name, headless=headless), clock=clock,
+                       hook=hook)
         with np.errstate(over="ignore", under="ignore"):
             # built once: the forward applies them, the meta describes them (an override replaces them)
             masks = layer_masks(main.attention_mask, self.spec) if override is None else {}
@@ -188,7 +195,10 @@ class Model:
         meta = RunMeta(ModelMeta.of(self), self.dtype, b.prompts, b.tokens, o.pad_side, o.special_tokens,
                        b.position_rule, mask_meta, list(keep), reduced, blocked_globs(rec.blocked),
                        warnings=list(b.warnings), pair=o.pair, decoder_tokens=b.decoder_tokens)
-        return Trace(rec.steps, meta.to_dict())
+        meta = meta.to_dict()
+        if hook is not None:
+            meta["intervention"] = hook.describe()
+        return Trace(rec.steps, meta)
 
     def generate(self, text: str | Sequence[str] | None = None, ids: Sequence[Sequence[int]] | Sequence[int] | None = None,
                  max_new_tokens: int = 8, *, temperature: float | None = None, top_k: int | None = None,

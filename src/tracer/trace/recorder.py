@@ -18,11 +18,15 @@ class Recorder:
     statistics only). hf_module: maps a step name to the transformers module it
     corresponds to, for the trace's metadata. clock (e.g. time.perf_counter): when
     given, each Step's `seconds` is the time the engine spent since the previous
-    step was recorded (the recorder's own work excluded; the first step gets 0).
+    step was recorded (the recorder's own work excluded; the first step gets 0). hook: (name, array) -> array,
+    called on every step before it is recorded; what it returns is recorded and handed back to the engine,
+    which computes on from it (patching and ablation, see tracer.model.patch). None costs nothing.
     """
 
     def __init__(self, keep: Sequence[str] = ("*",), hf_module: Callable[[str], str | None] | None = None,
-                 clock: Callable[[], float] | None = None):
+                 clock: Callable[[], float] | None = None,
+                 hook: Callable[[str, np.ndarray], np.ndarray] | None = None):
+        self.hook = hook
         self.keep = tuple(keep)
         self.hf_module = hf_module or (lambda name: None)
         self.steps: list[Step] = []
@@ -43,12 +47,15 @@ class Recorder:
 
     def __call__(self, name: str, array: np.ndarray, axes: Sequence[str], op: str) -> np.ndarray:
         arrived = self.clock() if self.clock is not None else None
+        given = array
+        if self.hook is not None:
+            array = self.hook(name, array)
         if len(axes) != array.ndim:
             raise ValueError(f"step {name}: {len(axes)} axis names for a {array.ndim}-d array")
         kept = array if matches(name, self.keep) else None
         step = Step(name=name, axes=tuple(axes), op=op, hf_module=self.hf_module(name), shape=tuple(array.shape),
                     dtype=str(array.dtype), stats=tensor_stats(array), array=kept)
-        if kept is not None:
+        if kept is not None and array is given:  # a replaced value is not what its recipe would rebuild
             self._derive(step)
         self.steps.append(step)
         self._by_name[name] = step
@@ -59,7 +66,7 @@ class Recorder:
 
     def keeps(self, name: str) -> bool:
         """Whether the step's whole tensor is kept (else the engine may compute it in blocks, see `blocks`)."""
-        return matches(name, self.keep)
+        return matches(name, self.keep) or (self.hook is not None and name in getattr(self.hook, "targets", ()))
 
     def blocks(self, name: str, axes: Sequence[str], op: str, shape: Sequence[int], dtype) -> "BlockStats":
         """Record a step the engine computes a block at a time and never holds whole (statistics only).
