@@ -151,6 +151,13 @@ def llama_tokenize(gguf: Path, text: str, bos: bool = True) -> list[int]:
     return json.loads(line)
 
 
+def _whole(text: str) -> bool:
+    """No tensor cut off in the middle (the unflushed logger can drop lines anywhere, not only at the end)."""
+    from tracer.capture.llamacpp import parse_log
+
+    return parse_log(text).cut_at is None
+
+
 def dump_tensors(gguf: Path, prompt: str, tool: str = "llama-debug", extra: tuple[str, ...] = (),
                  attempts: int = 4) -> str:
     """The tensor dump (stdout) of one forward pass over `prompt`: llama-debug with --no-warmup, an f32 KV cache
@@ -158,13 +165,13 @@ def dump_tensors(gguf: Path, prompt: str, tool: str = "llama-debug", extra: tupl
 
     llama.cpp's logger is an unflushed queue at exit (common/log.cpp leaks it on purpose, llama.cpp#22142), so
     the end of the dump is lost in some runs, piped or not (seen here in about 1 run in 4): the harness runs it
-    up to `attempts` times until `result_output` and its sum are there, and returns the longest dump otherwise."""
+    up to `attempts` times until `result_output` and its sum are there and no tensor is cut, and returns the longest dump otherwise."""
     args = ["-m", str(gguf), "-p", prompt, "--no-warmup", "-ctk", "f32", "-ctv", "f32", "-fa", "off", "-t", "1",
             "-c", "128", "--temp", "0", *extra]
     best = ""
     for _ in range(attempts):
         text = run_tool(tool, args, timeout=300).stdout.decode("utf-8", "replace")
-        if re.search(r"result_output = .*?\n\s*sum = ", text, re.S):
+        if re.search(r"result_output = .*?\n\s*sum = ", text, re.S) and _whole(text):
             return text
         best = max(best, text, key=len)
     return best

@@ -29,7 +29,7 @@ def real_rows(name: str, arr: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def compare(ref: Trace, ours: Trace, atol: float) -> dict[str, float]:
     mask = ref["input.mask"] if "input.mask" in ref else np.ones_like(ref["input.ids"])
-    errors = {}
+    errors, scales = {}, {}
     for step in ref.steps:
         if step.array is None or step.name.startswith("input.") or step.name not in ours:
             continue
@@ -37,9 +37,19 @@ def compare(ref: Trace, ours: Trace, atol: float) -> dict[str, float]:
         assert a.shape == b.shape, f"{step.name}: {a.shape} vs {b.shape}"
         diff = np.abs(real_rows(step.name, a.astype(np.float64), mask) - real_rows(step.name, b.astype(np.float64), mask))
         errors[step.name] = float(diff.max())
-    bad = {k: v for k, v in errors.items() if not v <= atol}
-    assert not bad, f"steps beyond {atol}: {bad}"
+        scales[step.name] = step_scale(b)
+    bad = {k: v for k, v in errors.items() if not v <= atol * scales[k]}
+    assert not bad, f"steps beyond {atol} x max(1, max|ref|): {bad}"
     return errors
+
+
+def step_scale(ref: np.ndarray) -> float:
+    """max(1, max |finite value|): float32 rounding grows with the magnitude, so a tolerance of 1e-5 holds for
+    values up to 1 and 1e-5 of the step's largest value beyond (seen: 1.3e-5 on a step of max 6.2, 27 ulps
+    after two blocks, on an AMD EPYC whose BLAS sums in another order than the machine that built the
+    references)."""
+    finite = np.abs(ref[np.isfinite(ref)]) if ref.dtype.kind == "f" else np.abs(ref)
+    return max(1.0, float(finite.max())) if finite.size else 1.0
 
 
 def check_coverage(errors: dict, n_layers: int, final_norm: bool = True) -> None:

@@ -52,7 +52,8 @@ def check(folder, rows, seq2seq: bool) -> None:
     logits = np.stack([s.logits for s in g.steps], axis=1)  # [batch, n, vocab]
     assert mine.tolist() == new.tolist(), f"{folder.name}: tokens differ"
     worst = float(np.abs(logits - scores).max())
-    assert worst <= ATOL, f"{folder.name}: cached logits differ from transformers' scores by {worst}"
+    scale = max(1.0, float(np.abs(scores).max()))  # float32 rounding grows with the magnitude (parity_check.step_scale)
+    assert worst <= ATOL * scale, f"{folder.name}: cached logits differ from transformers' scores by {worst} (scale {scale:.3g})"
     # a constant output would test little, unless the step-to-step logits still move (phi and gemma2's tiny
     # fixtures repeat one greedy token on the single prompt while each step's distribution differs)
     moving = float(np.abs(np.diff(logits, axis=1)).max()) > 1e-2
