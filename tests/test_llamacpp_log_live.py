@@ -104,3 +104,24 @@ def test_tracer_diff_names_the_step_a_broken_conversion_breaks(tmp_path, weight,
     faithful = tmp_path / "faithful.log"
     faithful.write_text(_dump("models/llama"))
     assert CliRunner().invoke(app, ["diff", str(REPO / "fixtures/models/llama"), str(faithful), PROMPT]).exit_code == 0
+
+
+def test_llama_debug_save_logits_against_the_folder(tmp_path):
+    """The model-conversion path: llama-debug --save-logits on the f32 conversion, read by tracer diff against the
+    folder run on the same prompt: the same tokens, and logits essentially identical (NMSE < 1e-6)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from llamacpp_harness import run_tool
+    from tracer.cli.main import app
+
+    gguf = convert(REPO / "fixtures/models/llama", "f32")
+    run_tool("llama-debug", ["-m", str(gguf), "-p", PROMPT, "--no-warmup", "-ctk", "f32", "-ctv", "f32", "-fa", "off",
+                             "-t", "1", "-c", "128", "--temp", "0", "--save-logits", "--logits-output-dir",
+                             str(tmp_path), "--tensor-filter", "result_output"], timeout=300)
+    saved = tmp_path / f"llamacpp-{gguf.stem}.bin"
+    result = CliRunner().invoke(app, ["diff", str(REPO / "fixtures/models/llama"), str(saved), PROMPT, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["nmse"] < 1e-6 and out["top1_ref"] == out["top1_mine"], out

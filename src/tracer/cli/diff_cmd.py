@@ -49,6 +49,9 @@ tracer diff model/ eval-callback.log "春天来"
 # the error each block of a port adds on its own input
 tracer diff --isolate model/ port.safetensors
 
+# llama.cpp's model-conversion logits (llama-debug --save-logits) against the folder, NMSE band as the verdict
+tracer diff model/ data/llamacpp-model.bin
+
 # the same, and the error profile as an HTML page
 tracer diff model-v1/ model-v2/ "春天来" --export-html diff.html
 """
@@ -107,6 +110,12 @@ def diff(
         run_isolate(a, b, text, id_rows, names, atol, rtol, dtype, as_json, allow_unused, allow_long)
     from tracer.cli.diff_llamacpp import diff_log, is_log
 
+    from tracer.capture.conversion_files import is_logits_file
+
+    if is_logits_file(b):  # llama.cpp's model-conversion set: llamacpp-MODEL.bin (+ -tokens.bin)
+        from tracer.cli.diff_logits import diff_logits
+
+        return diff_logits(a, b, text, id_rows, dtype, top_k, as_json, tokenizer)
     if is_log(b, names) or (names == "identity" and is_log(a, names)):  # a llama.cpp dump is always the checked side
         ref, log = (a, b) if is_log(b, names) else (b, a)
         return diff_log(ref, log, text, id_rows, dtype, atol, rtol, as_json, show_all, allow_unused, allow_long)

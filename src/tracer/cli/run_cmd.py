@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
+import numpy as np
 import typer
 
 from tracer.cli.common import (
@@ -110,6 +111,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the same content as JSON for programs (on long inputs the attention and mask grids hold a window of 64 positions per axis around --position, as the screen windows them; the pooled vectors whole)."),
     json_full: bool = typer.Option(False, "--json-full", help="With --json: every position of the attention and mask grids (they grow with the square of the input)."),
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML report of the chosen sections (every layer's attention as heatmaps, the lens over positions); opens offline."),
+    save_logits: Optional[Path] = typer.Option(None, "--save-logits", metavar="DIR", help="Also write llama.cpp's model-conversion reference files into DIR: pytorch-MODEL.bin (the last position's float32 logits), .txt, -tokens.bin, -prompt.txt, as examples/model-conversion's run-org-model.py does, without torch."),
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run even when the checkpoint holds weights the config does not use (e.g. a classification head); they are listed as a warning."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="For a GGUF file: gguf (its own tokenizer, the default: what llama.cpp runs) or json (the tokenizer.json beside it: what transformers runs)."),
     allow_long: bool = typer.Option(False, "--allow-long", help=ALLOW_LONG_HELP),
@@ -179,7 +181,7 @@ def run(
     else:
         text = rendered(console, lambda: (show_run(console, report, trace, read, pad_side),
                                           change is not None and console.print(render_change(change))))
-    write_run_outputs(save, export_html, trace, report, m, target_id)  # both files or neither, after all went well
+    write_run_outputs(save, export_html, trace, report, m, target_id, save_logits)  # all or none, after all went well
     console.file.write(text)
 
 
@@ -221,11 +223,15 @@ def refuse_headless(head: str, **given) -> None:
                           hint="its output is the pooled sentence vector (shown by default); drop " + " and ".join(named))
 
 
-def write_run_outputs(save: Path | None, export_html: Path | None, trace, report: dict, model, target_id) -> None:
-    """--save and --export-html: staged together, so a failure leaves neither."""
+def write_run_outputs(save: Path | None, export_html: Path | None, trace, report: dict, model, target_id,
+                      save_logits: Path | None = None) -> None:
+    """--save, --export-html and --save-logits: staged together, so a failure leaves none."""
     from tracer.outputs import write_outputs
 
     files = {}
+    logit_files = conversion_files(save_logits, trace, model) if save_logits is not None else {}
+    for path, data in logit_files.items():
+        files[path] = lambda out, data=data: out.write(data)
     if save is not None:
         files[save] = trace.writer()
     if export_html is not None:
@@ -237,6 +243,37 @@ def write_run_outputs(save: Path | None, export_html: Path | None, trace, report
         confirm_stderr(f"wrote the trace to {save} ({len(trace.names())} steps, {save.stat().st_size:,} bytes)")
     if export_html is not None:
         confirm_stderr(f"wrote the page to {export_html} ({export_html.stat().st_size:,} bytes)")
+    if logit_files:
+        first = next(iter(logit_files))
+        confirm_stderr(f"wrote llama.cpp's model-conversion reference to {first} (and -tokens.bin, -prompt.txt, .txt)")
+
+
+def conversion_files(folder: Path, trace, model) -> dict:
+    """pytorch-MODEL.bin and its companions: the last real position's logits of the one prompt."""
+    from tracer.capture.conversion_files import logits_file_set
+    from tracer.outputs import check_output
+
+    if "logits" not in trace or not trace.step("logits").kept:
+        raise TracerError("--save-logits needs the logits: this model has no language-model head" if model.spec.head == "none"
+                          else "--save-logits needs the logits kept", hint="--keep logits")
+    logits = trace["logits"]
+    if logits.shape[0] != 1:
+        raise TracerError("--save-logits writes one prompt's logits, as llama.cpp's scripts read them; this run has a batch",
+                          hint="run one prompt")
+    ids = trace["input.ids"][0]
+    mask = trace["input.mask"][0] if "input.mask" in trace and trace.step("input.mask").kept else np.ones_like(ids)
+    real = [int(i) for i, keep in zip(ids, mask) if keep]
+    last = int(np.flatnonzero(mask)[-1])
+    if folder.exists() and not folder.is_dir():
+        raise TracerError(f"--save-logits {folder}: not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    name = Path(str(model.folder)).name
+    name = name[: -len(".gguf")] if name.endswith(".gguf") else name
+    prompts = trace.meta.get("prompts") or [None]
+    files = logits_file_set(folder, name, logits[0, last], real, prompts[0])
+    for path in files:
+        check_output(path, "--save-logits")
+    return files
 
 
 def run_page_text(report: dict, trace, model, vocab, target_id: int | None = None) -> str:
