@@ -33,7 +33,8 @@ def _tolerance(c) -> float:
 # 2); convert_hf_to_gguf.py writes no sliding window for qwen2, so llama.cpp attends to every earlier token there.
 # The dump must show exactly that: all equal up to blocks.2.attn.weights, which is the first step to differ.
 @pytest.mark.parametrize("fixture,family,first_divergence", [("models/llama", "llama", None),
-                                                             ("models/qwen2", "qwen2", "blocks.2.attn.weights")])
+                                                             ("models/qwen2", "qwen2", "blocks.2.attn.weights"),
+                                                             ("models/qwen3", "qwen3", None)])
 def test_llama_debug_dump_matches_tracers_run(fixture, family, first_divergence):
     require_binary("llama-debug")
     import tracer
@@ -53,6 +54,8 @@ def test_llama_debug_dump_matches_tracers_run(fixture, family, first_divergence)
                      "mlp.post", "mlp.out", "resid_post"):
             assert f"blocks.{i}.{step}" in compared, f"blocks.{i}.{step} not found in the dump"
     assert {"embed.tokens", "final_norm.out", "logits"} <= compared
+    if family == "qwen3":  # its per-head q/k norms (Qcur_normed, Kcur_normed) are compared too
+        assert {f"blocks.{i}.attn.{x}_norm" for i in range(n_layers) for x in "qk"} <= compared
     bad = [c for c in comparisons if not (c.max_abs <= _tolerance(c) and (
         c.sum_tracer is None or abs(c.sum_llamacpp - c.sum_tracer) <= 1e-3 * max(1.0, abs(c.sum_tracer))))]
     assert (bad[0].step if bad else None) == first_divergence, [(c.step, c.ggml_name, c.max_abs) for c in bad[:3]]

@@ -48,10 +48,16 @@ _LLAMA: dict[tuple[str, str], Entry] = {
 # qwen2: biases on q/k/v, so the flat projections are ADD nodes; the reshaped and rotated ones are as llama's.
 _QWEN2 = dict(_LLAMA)
 
+# qwen3: q/k RMSNorm per head after the reshape (Qcur_normed), then RoPE; its attention output node is unnamed.
+_QWEN3 = dict(_LLAMA)
+_QWEN3[("Qcur_normed", "MUL")] = ("blocks.{i}.attn.q_norm", "heads")
+_QWEN3[("Kcur_normed", "MUL")] = ("blocks.{i}.attn.k_norm", "heads")
+
 GGML_STEPS: dict[str, dict[tuple[str, str], Entry]] = {
     "llama": _LLAMA,
     "mistral": _LLAMA,
     "qwen2": _QWEN2,
+    "qwen3": _QWEN3,
 }
 
 ROPE_PERMUTED = frozenset({"llama", "mistral"})
