@@ -166,7 +166,8 @@ def dump_tensors(gguf: Path, prompt: str, tool: str = "llama-debug", extra: tupl
     llama.cpp's logger is an unflushed queue at exit (common/log.cpp leaks it on purpose, llama.cpp#22142), so
     the end of the dump is lost in some runs, piped or not (seen here in about 1 run in 4): the harness runs it
     up to `attempts` times until `result_output` and its sum are there and no tensor is cut, and returns the longest dump otherwise."""
-    args = ["-m", str(gguf), "-p", prompt, "--no-warmup", "-ctk", "f32", "-ctv", "f32", "-fa", "off", "-t", "1",
+    warmup = ["--no-warmup"] if tool == "llama-debug" else []  # llama-eval-callback has no such flag
+    args = ["-m", str(gguf), "-p", prompt, *warmup, "-ctk", "f32", "-ctv", "f32", "-fa", "off", "-t", "1",
             "-c", "128", "--temp", "0", *extra]
     best = ""
     for _ in range(attempts):

@@ -128,3 +128,22 @@ def test_llama_debug_save_logits_against_the_folder(tmp_path):
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["nmse"] < 1e-6 and out["top1_ref"] == out["top1_mine"], out
+
+
+def test_a_llama_eval_callback_log_is_read_the_same_way(tmp_path):
+    """llama-eval-callback prints through the same callback (common_debug_cb_eval); its logger often loses the
+    end of the output, which tracer diff says and compares what came before."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tracer.cli.main import app
+
+    require_binary("llama-eval-callback")
+    log = tmp_path / "eval-callback.log"
+    log.write_text(dump_tensors(convert(REPO / "fixtures/models/llama", "f32"), PROMPT, tool="llama-eval-callback"))
+    result = CliRunner().invoke(app, ["diff", str(REPO / "fixtures/models/llama"), str(log), PROMPT, "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["verdict"] == "match" and report["compared"] >= 10
+    assert {"embed.tokens", "blocks.0.attn.weights"} <= {n["step"] for n in report["nodes"]}
