@@ -47,6 +47,9 @@ tracer run "$(cat story.txt)" --attn-top 5 --position 40
 # two prompts as one padded batch; show the second row
 tracer run "Spring is" "Autumn was" --batch --pad-side left --batch-row 1
 
+# each row of a padded batch (left and right) against its prompt alone
+tracer run --check-batch "春天来" "夏天"
+
 # exact ids, a trace file and JSON
 tracer run -m DIR --ids 5,17,42 --save t.safetensors --json > t.json
 
@@ -108,6 +111,7 @@ def run(
     export_html: Optional[Path] = typer.Option(None, "--export-html", help="Also write a self-contained HTML report of the chosen sections (every layer's attention as heatmaps, the lens over positions); opens offline."),
     allow_unused: bool = typer.Option(False, "--allow-unused", help="Run even when the checkpoint holds weights the config does not use (e.g. a classification head); they are listed as a warning."),
     allow_long: bool = typer.Option(False, "--allow-long", help=ALLOW_LONG_HELP),
+    check_batch: bool = typer.Option(False, "--check-batch", help="Also run the prompts as a batch padded left and right and each alone, and compare every row with its prompt alone step by step (tracer diff's rule): a verdict line per side naming the first step where padding leaks; exit 1 if it does. BERT/BART positions ignore padding: left padding differs by design (ML012) and is checked with positions from the mask instead."),
 ):
     from tracer.api import InputOptions, load_model
     from tracer.cli.prompts import batch_line, check_prompts
@@ -119,7 +123,7 @@ def run(
         raise TracerError("give prompt text or --ids, not both")
     if json_full and not as_json:
         raise TracerError("--json-full goes with --json")
-    prompts = check_prompts(prompts, batch)
+    prompts = check_prompts(prompts, batch or check_batch)
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
     if not prompts and not id_rows:
         raise TracerError("nothing to run: give a prompt or --ids", hint='tracer run "春天来"')
@@ -147,6 +151,10 @@ def run(
     trace = m.run(text=prompts or None, ids=id_rows, keep=keep_globs(keep), options=inputs, mask=read,
                   clock=time.perf_counter if "cost" in options.sections else None)
     read = read.result if read is not None else None
+    if check_batch:
+        from tracer.cli.self_checks import batch_check
+
+        checked = batch_check(m, prompts, id_rows, inputs, mask is not None)
     note_stored_not_used(trace, m)
     if m.spec.head == "none":
         from tracer.cli.sentence_limit import note_seq_length
@@ -161,11 +169,19 @@ def run(
         data = run_json(report, trace, full=json_full)
         if read is not None:
             data["mask_input"] = read.to_json()
+        if check_batch:
+            data["check_batch"] = checked.to_json()
         text = json.dumps(json_safe(data), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
     else:
         text = rendered(console, lambda: show_run(console, report, trace, read, pad_side))
+        if check_batch:
+            from tracer.cli.self_checks import batch_check_text
+
+            text += batch_check_text(checked)
     write_run_outputs(save, export_html, trace, report, m, target_id)  # both files or neither, after all went well
     console.file.write(text)
+    if check_batch and not checked.passed:
+        raise typer.Exit(1)
 
 
 def show_run(console, report: dict, trace, read, pad_side: str) -> None:
