@@ -31,6 +31,9 @@ tracer generate "春天来" --max-new-tokens 8
 # cached logits against the whole sequence recomputed
 tracer generate "春天来" --check-cache
 
+# the prompt prefilled 2 tokens at a time equals the whole prefill
+tracer generate "春天来" --check-chunked 2
+
 # a left-padded batch: each row stops on its own
 tracer generate "春天来" "夏天" -n 12
 
@@ -62,6 +65,7 @@ def generate(
     ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Do not stop at the model's end-of-sequence tokens."),
     stop: Optional[List[str]] = typer.Option(None, "--stop", help="Stop a row once its new text contains this (repeatable)."),
     check_cache: bool = typer.Option(False, "--check-cache", help="At every step also recompute the whole sequence without a cache and show the largest logit difference."),
+    check_chunked: Optional[int] = typer.Option(None, "--check-chunked", help="Also prefill the prompt N tokens at a time through the KV cache and compare every position's logits and every layer's cached keys and values with the whole prefill: a verdict line (bound as --check-cache's); exit 1 beyond it."),
     layer: Optional[int] = typer.Option(None, "--layer", help="Layer the cache panel shows (default: the first with a sliding window, else 0; negative counts back)."),
     batch_row: Optional[int] = typer.Option(None, "--batch-row", help="Only this row in the cache panel (default: every row; negative counts back)."),
     dtype: str = typer.Option("float32", "--dtype", help="Compute dtype: float32 or float64."),
@@ -105,6 +109,11 @@ def generate(
                               record=save is not None or export_html is not None, keep=keep_globs(keep, decoding=max_new_tokens > 0), panel_layer=layer,
                               special_tokens=not no_special_tokens, allow_long=allow_long)
     gen = run_generation(m, prompts or None, id_rows, options)
+    chunked = None
+    if check_chunked is not None:
+        from tracer.cli.self_checks import chunked_check
+
+        chunked = chunked_check(m, prompts, id_rows, check_chunked, not no_special_tokens, allow_long)
     nonfinite = generation_nonfinite(gen)
     if nonfinite is not None:  # on the screen with the other warnings, in --json, and on stderr (as tracer run)
         gen.warnings.append(nonfinite)
@@ -116,12 +125,20 @@ def generate(
         data = gen.to_json()
         if costs is not None:
             data["cost"] = costs
+        if chunked is not None:
+            data["check_chunked"] = chunked.to_json()
         text = json.dumps(json_safe(data), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
     else:
         text = rendered(console, lambda: show(console, m, gen, dtype, batch_row, costs))
+        if chunked is not None:
+            from tracer.cli.self_checks import chunked_check_text
+
+            text += chunked_check_text(chunked)
     if save is not None or export_html is not None:  # after the screen is made: a failure leaves no file
         write_generation_outputs(save, export_html, m, gen)
     console.file.write(text)
+    if chunked is not None and not chunked.passed:
+        raise typer.Exit(1)
 
 
 def write_generation_outputs(save: Path | None, export_html: Path | None, m, gen) -> None:

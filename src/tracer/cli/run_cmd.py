@@ -52,6 +52,9 @@ tracer run "Spring is" "Autumn was" --batch --pad-side left --batch-row 1
 # zero one head's output: how the next token changes
 tracer run "春天来" --ablate blocks.2.attn.head.0
 
+# each row of a padded batch (left and right) against its prompt alone
+tracer run --check-batch "春天来" "夏天"
+
 # exact ids, a trace file and JSON
 tracer run -m DIR --ids 5,17,42 --save t.safetensors --json > t.json
 
@@ -117,6 +120,7 @@ def run(
     allow_long: bool = typer.Option(False, "--allow-long", help=ALLOW_LONG_HELP),
     patch: Optional[List[str]] = typer.Option(None, "--patch", metavar="FILE:STEP[,STEP...]", help=PATCH_HELP),
     ablate: Optional[List[str]] = typer.Option(None, "--ablate", metavar="blocks.L.attn.head.H|blocks.L.mlp", help=ABLATE_HELP),
+    check_batch: bool = typer.Option(False, "--check-batch", help="Also run the prompts as a batch padded left and right and each alone, and compare every row with its prompt alone step by step (tracer diff's rule): a verdict line per side naming the first step where padding leaks; exit 1 if it does. BERT/BART positions ignore padding: left padding differs by design (ML012) and is checked with positions from the mask instead."),
 ):
     from tracer.api import InputOptions, load_model
     from tracer.cli.prompts import batch_line, check_prompts
@@ -128,7 +132,7 @@ def run(
         raise TracerError("give prompt text or --ids, not both")
     if json_full and not as_json:
         raise TracerError("--json-full goes with --json")
-    prompts = check_prompts(prompts, batch)
+    prompts = check_prompts(prompts, batch or check_batch)
     id_rows = [parse_int_list(s, "--ids") for s in ids] if ids else None
     if not prompts and not id_rows:
         raise TracerError("nothing to run: give a prompt or --ids", hint='tracer run "春天来"')
@@ -160,6 +164,10 @@ def run(
                   clock=time.perf_counter if "cost" in options.sections else None, **hooks)
     base = m.run(text=prompts or None, ids=id_rows, keep=keep_globs(keep), options=inputs, mask=read) if hooks else None
     read = read.result if read is not None else None
+    if check_batch:
+        from tracer.cli.self_checks import batch_check
+
+        checked = batch_check(m, prompts, id_rows, inputs, mask is not None)
     note_stored_not_used(trace, m)
     if m.spec.head == "none":
         from tracer.cli.sentence_limit import note_seq_length
@@ -177,12 +185,20 @@ def run(
             data["mask_input"] = read.to_json()
         if change is not None:
             data["intervention"] = change
+        if check_batch:
+            data["check_batch"] = checked.to_json()
         text = json.dumps(json_safe(data), ensure_ascii=False, indent=1, allow_nan=False) + "\n"
     else:
         text = rendered(console, lambda: (show_run(console, report, trace, read, pad_side),
                                           change is not None and console.print(render_change(change))))
+        if check_batch:
+            from tracer.cli.self_checks import batch_check_text
+
+            text += batch_check_text(checked)
     write_run_outputs(save, export_html, trace, report, m, target_id, save_logits)  # all or none, after all went well
     console.file.write(text)
+    if check_batch and not checked.passed:
+        raise typer.Exit(1)
 
 
 def show_run(console, report: dict, trace, read, pad_side: str) -> None:
