@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -12,70 +13,122 @@ STAT_KEYS = ("mean", "std", "min", "max", "absmax", "nan", "inf")
 def tensor_stats(a: np.ndarray) -> dict[str, float]:
     """mean, std, min, max, abs-max over finite values, plus NaN and Inf counts.
 
-    The common all-finite case costs four passes (min, max, sum, and a centred sum
-    of squares in cache-sized chunks) and no large temporaries, so keeping statistics
-    for every step stays cheap. Booleans (masks) are counted, never widened to floats.
+    One fused sweep: per cache-sized chunk, min, max, sum and a sum of squares centred on the chunk's own
+    mean (the chunk is read from memory once, the later passes hit the cache), the chunks merged exactly
+    (Chan et al.) in float64. Large tensors are split in two halves, one on a second thread (NumPy releases
+    the GIL in reductions). Within float32 reassociation of the one-pass-per-statistic result
+    (tests/test_stats.py states the tolerance). float16/bfloat16 chunks are widened to float32 (exact),
+    integers to float64; booleans (masks) are counted, never widened.
     """
     if a.size == 0:
         return dict.fromkeys(STAT_KEYS, 0.0)
     if a.dtype == np.bool_:
         return _bool_stats(a)
-    if a.dtype.kind not in "fc":
-        a = a.astype(np.float64)
     flat = a.reshape(-1)
-    with np.errstate(over="ignore", invalid="ignore"):
-        lo, hi, total = float(flat.min()), float(flat.max()), float(flat.sum())
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return _nonfinite_stats(flat, math.isnan(lo) or math.isnan(hi))
-    if not math.isfinite(total):
-        total = float(flat.sum(dtype=np.float64))  # finite values whose float32 sum overflowed
-    return _finish(flat, lo, hi, total, 0, 0)
-
-
-def _finish(values: np.ndarray, lo: float, hi: float, total: float, nan: int, inf: int) -> dict[str, float]:
-    """values: the finite values (flat)."""
-    n = values.size
-    mean = total / n
-    centre = values.dtype.type(mean) if math.isfinite(mean) else values.dtype.type(0)
-    var = _centred_sum_squares(values, centre) / n - (mean - float(centre)) ** 2
-    return {"mean": mean, "std": math.sqrt(max(var, 0.0)), "min": lo, "max": hi, "absmax": max(abs(lo), abs(hi)),
+    work = flat.dtype if flat.dtype in (np.float32, np.float64) else np.dtype(np.float32 if flat.dtype.kind in "fV" else np.float64)
+    bounds = range(0, flat.size, _CHUNK)
+    if len(bounds) >= _THREADED_CHUNKS and _THREADS > 1:
+        half = (len(bounds) // 2) * _CHUNK
+        later = _pool().submit(_moments, flat[half:], work)
+        m = _merge(_moments(flat[:half], work), later.result())
+    else:
+        m = _moments(flat, work)
+    n, mean, m2, lo, hi, nan, inf = m
+    if n == 0:
+        return {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0, "absmax": 0.0, "nan": nan, "inf": inf}
+    return {"mean": mean, "std": math.sqrt(max(m2 / n, 0.0)), "min": lo, "max": hi, "absmax": max(abs(lo), abs(hi)),
             "nan": nan, "inf": inf}
 
 
-_CHUNK = 1 << 16  # values per pass of the sum of squares: 256 KiB of float32, cache-resident
+_CHUNK = 1 << 18  # values per chunk: 1 MiB of float32 (L2 is 2 MiB), cache-resident for the passes after the first
+_THREADS = 1  # threads over one tensor's chunks; 2 measured slower on the shared 2-core machine (issue 20 note)
+_THREADED_CHUNKS = 8  # a tensor of at least this many chunks is split over the threads (below: not worth a hand-off)
+_POOL = None
+_LOCAL = threading.local()
+
+# (finite count, mean, sum of squared deviations, min, max, NaN count, Inf count) of some values
+Moments = tuple[int, float, float, float, float, int, int]
+_NONE: Moments = (0, 0.0, 0.0, math.inf, -math.inf, 0, 0)
 
 
-def _centred_sum_squares(flat: np.ndarray, centre) -> float:
-    """sum((x - centre)^2) in cache-sized chunks: a BLAS dot per chunk, the chunks summed in float64.
-    Centring removes the cancellation of E[x^2] - mean^2; chunking keeps float32 dots accurate (about 1e-8
-    relative, against 1e-3 for one dot over 67M values)."""
-    buf = np.empty(min(flat.size, _CHUNK), flat.dtype)
-    total = 0.0
+def _pool():
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(_THREADS - 1, thread_name_prefix="tracer-stats")
+    return _POOL
+
+
+def _buffer(role: str, dtype: np.dtype, n: int) -> np.ndarray:
+    """A scratch array of this thread, reused from call to call (no fresh pages per chunk)."""
+    bufs = getattr(_LOCAL, "bufs", None)
+    if bufs is None:
+        bufs = _LOCAL.bufs = {}
+    b = bufs.get((role, dtype))
+    if b is None or b.size < n:
+        b = bufs[(role, dtype)] = np.empty(max(n, _CHUNK), dtype)
+    return b[:n]
+
+
+def _moments(flat: np.ndarray, work: np.dtype) -> Moments:
+    """The merged moments of `flat`, a chunk at a time."""
+    acc = _NONE
+    size = min(flat.size, _CHUNK)
+    d = _buffer("centred", work, size)
+    widen = flat.dtype != work
+    wide = _buffer("widened", work, size) if widen else None
     with np.errstate(over="ignore", invalid="ignore"):
         for i in range(0, flat.size, _CHUNK):
-            d = buf[: min(_CHUNK, flat.size - i)]
-            np.subtract(flat[i : i + _CHUNK], centre, out=d)
-            total += float(np.dot(d, d))
-    if not math.isfinite(total):  # float32 squares past 3e38: redo in float64
-        wide = flat.astype(np.float64)
-        wide -= float(centre)
-        total = float(np.dot(wide, wide))
-    return total
+            c = flat[i : i + _CHUNK]
+            if widen:
+                w = wide[: c.size]
+                np.copyto(w, c, casting="unsafe")  # float16/bfloat16 -> float32 and ints -> float64: exact
+                c = w
+            acc = _merge(acc, _chunk_moments(c, d[: c.size]))
+    return acc
 
 
-def _nonfinite_stats(flat: np.ndarray, has_nan: bool) -> dict[str, float]:
-    """Statistics over the finite values of a tensor that has NaN or Inf (masked scores: -inf)."""
-    values = flat[np.isfinite(flat)]  # compacting is faster than a where= on every reduction
-    nan = int(np.count_nonzero(np.isnan(flat))) if has_nan else 0
-    inf = flat.size - values.size - nan
-    if values.size == 0:
-        return {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0, "absmax": 0.0, "nan": nan, "inf": inf}
-    lo, hi = float(values.min()), float(values.max())
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = float(values.sum())
+def _chunk_moments(c: np.ndarray, d: np.ndarray) -> Moments:
+    """c: float32/float64 values; d: scratch of c's size and dtype."""
+    lo, hi = float(c.min()), float(c.max())
+    nan = inf = 0
+    if not (math.isfinite(lo) and math.isfinite(hi)):  # NaN or Inf (masked scores: -inf): the finite values
+        finite = np.isfinite(c)
+        if math.isnan(lo) or math.isnan(hi):
+            nan = int(np.count_nonzero(np.isnan(c)))
+        c = c[finite]  # compacting is faster than a where= on every reduction
+        inf = finite.size - c.size - nan
+        if c.size == 0:
+            return (0, 0.0, 0.0, math.inf, -math.inf, nan, inf)
+        lo, hi = float(c.min()), float(c.max())
+        d = d[: c.size]
+    n = c.size
+    total = float(c.sum())
     if not math.isfinite(total):
-        total = float(values.sum(dtype=np.float64))
-    return _finish(values, lo, hi, total, nan, inf)
+        total = float(c.sum(dtype=np.float64))  # finite values whose float32 sum overflowed
+    mean = total / n
+    centre = c.dtype.type(mean)
+    np.subtract(c, centre, out=d)  # centring removes the cancellation of E[x^2] - mean^2
+    q = float(np.dot(d, d))
+    if not math.isfinite(q):  # float32 squares past 3e38: redo in float64
+        w = c.astype(np.float64)
+        w -= float(centre)
+        q = float(np.dot(w, w))
+    return (n, mean, q - n * (mean - float(centre)) ** 2, lo, hi, nan, inf)
+
+
+def _merge(a: Moments, b: Moments) -> Moments:
+    """Chan et al.'s pairwise merge of two sets of moments, in float64."""
+    na, nb = a[0], b[0]
+    n = na + nb
+    if nb == 0 or na == 0:
+        x = a if nb == 0 else b
+        return (x[0], x[1], x[2], min(a[3], b[3]), max(a[4], b[4]), a[5] + b[5], a[6] + b[6])
+    delta = b[1] - a[1]
+    mean = a[1] + delta * nb / n
+    m2 = a[2] + b[2] + delta * delta * na * nb / n
+    return (n, mean, m2, min(a[3], b[3]), max(a[4], b[4]), a[5] + b[5], a[6] + b[6])
 
 
 def _bool_stats(a: np.ndarray) -> dict[str, float]:
