@@ -1,0 +1,83 @@
+"""The fused, chunked statistics (trace/stats.py) against a plain float64 computation of each statistic.
+
+Tolerance: min, max, absmax and the NaN/Inf counts exact; mean and std within 1e-6 relative to the scale
+max(|mean|, std, tiny) (float32 chunk sums merged in float64: seen 1e-7 on a GPT-2 forward's 201 steps).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tracer.trace import stats as S
+from tracer.trace.stats import tensor_stats
+
+
+def reference(a: np.ndarray) -> dict:
+    x = np.asarray(a, dtype=np.float64).ravel()
+    finite = x[np.isfinite(x)]
+    out = {"nan": int(np.isnan(x).sum()), "inf": int(np.isinf(x).sum())}
+    if finite.size == 0:
+        return {**out, "mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0, "absmax": 0.0}
+    return {**out, "mean": float(finite.mean()), "std": float(finite.std()), "min": float(finite.min()),
+            "max": float(finite.max()), "absmax": float(np.abs(finite).max())}
+
+
+def assert_close(got: dict, want: dict):
+    for k in ("min", "max", "absmax", "nan", "inf"):
+        assert got[k] == want[k], (k, got[k], want[k])
+    scale = max(abs(want["mean"]), want["std"], 1e-30)
+    for k in ("mean", "std"):
+        assert abs(got[k] - want[k]) <= 1e-6 * scale, (k, got[k], want[k])
+
+
+rng = np.random.default_rng(3)
+SIZES = (1, 7, S._CHUNK - 1, S._CHUNK, S._CHUNK + 5, 3 * S._CHUNK + 11)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int64", "int32"])
+def test_random_tensors_of_every_size_and_dtype(n, dtype):
+    x = (rng.standard_normal(n) * 3 + 1.5)
+    a = x.astype(dtype) if dtype.startswith("float") else (x * 100).astype(dtype)
+    assert_close(tensor_stats(a), reference(a))
+
+
+def test_bfloat16_is_widened_exactly():
+    ml = pytest.importorskip("ml_dtypes")
+    a = rng.standard_normal(S._CHUNK + 3).astype(ml.bfloat16)
+    assert_close(tensor_stats(a), reference(a.astype(np.float32)))
+
+
+@pytest.mark.parametrize("n", (5, S._CHUNK + 9))
+def test_nan_and_inf_are_counted_and_left_out(n):
+    a = rng.standard_normal(n).astype(np.float32)
+    a[::7] = -np.inf
+    a[3] = np.nan
+    a[-1] = np.inf
+    got = tensor_stats(a)
+    assert_close(got, reference(a))
+    assert got["nan"] == 1 and got["inf"] == len(range(0, n, 7)) + 1 - (1 if (n - 1) % 7 == 0 else 0)
+
+
+def test_all_non_finite_and_empty_and_bool():
+    assert tensor_stats(np.full(10, -np.inf, np.float32)) == {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0,
+                                                               "absmax": 0.0, "nan": 0, "inf": 10}
+    assert tensor_stats(np.zeros((0, 3), np.float32))["mean"] == 0.0
+    b = rng.random(S._CHUNK + 1) < 0.3
+    assert_close(tensor_stats(b), reference(b.astype(np.float64)))
+
+
+def test_large_values_do_not_overflow_the_float32_sums():
+    a = np.full(S._CHUNK + 1, 3e38, np.float32)
+    a[::2] = -3e38
+    got, want = tensor_stats(a), reference(a)
+    assert math.isfinite(got["mean"]) and math.isfinite(got["std"])
+    assert_close(got, want)
+
+
+def test_a_constant_tensor_has_zero_std():
+    a = np.full(S._CHUNK * 2 + 1, 0.1, np.float32)
+    assert_close(tensor_stats(a), reference(a))  # std within 1e-6 of the mean: float32 chunk sums (1.5e-8 seen)
