@@ -1,6 +1,21 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# NumPy's BLAS threads, pinned for the whole suite so its float32 sums split the same way on every machine
+# (OpenBLAS divides a product among its threads; their count changes the order of the partial sums): in this
+# process with threadpoolctl (NumPy is loaded by pytest's plugins before this file runs), and for the
+# processes the tests start through the environment. Checked by tests/test_blas_threads.py.
+BLAS_THREADS = os.environ.setdefault("TRACER_TEST_BLAS_THREADS", "2")
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = BLAS_THREADS
+try:
+    from threadpoolctl import threadpool_limits
+
+    _BLAS_LIMIT = threadpool_limits(limits=int(BLAS_THREADS), user_api="blas")  # held for the session
+except ImportError:  # the test extra brings it; without it only the environment pins the threads
+    _BLAS_LIMIT = None
 
 import pytest
 from hypothesis import HealthCheck, settings
