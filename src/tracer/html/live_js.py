@@ -13,6 +13,7 @@ from tracer.html.glance_js import GLANCE_SCRIPT
 
 LIVE_SCRIPT = r"""
 (function () {
+  var started = performance.now();  // the script's own time, written to data-live-ms when it is ready
   var holder = document.getElementById('tracer-live');
   var D = holder ? JSON.parse(holder.textContent) : {};
   var R = D.rows || null, P = D.dist || null, M = D.maps || [];
@@ -434,6 +435,7 @@ LIVE_SCRIPT = r"""
   drawRow(); drawDist(); showStep();
   ready = true;
   window.addEventListener('hashchange', function () { S.off = []; S.parts = {}; readHash(); drawRow(); drawDist(); showStep(); });
+  document.documentElement.setAttribute('data-live-ms', (performance.now() - started).toFixed(1));
   document.documentElement.setAttribute('data-live', 'ready');
 })();
 """
