@@ -228,8 +228,17 @@ def test_a_512_token_page_is_small_loads_fast_and_holds_exact_rows(tmp_path, lon
     url = page.resolve().as_uri() + "#layer=1&head=3&q=500&off=0,499"
     b = Browser(CHROMIUM, tmp_path / "cdp-long", "about:blank")
     try:
-        best = min(load_ms(b, url.replace("#", f"?load={k}#")) for k in range(5))  # a warm browser, the best of five: the machine is shared
-        assert best < 2000, best
+        # The machine is shared, so a single wall-clock load says little. A warm browser loads the page until one
+        # load ends within 2 s (at most 10 tries); the page's own script time (data-live-ms, measured with
+        # performance.now() inside the page) must stay well under it on the best load too.
+        loads, script = [], []
+        for k in range(10):
+            loads.append(load_ms(b, url.replace("#", f"?load={k}#")))
+            script.append(float(b.eval("document.documentElement.getAttribute('data-live-ms')")))
+            if loads[-1] < 2000 and k >= 1:  # the first load also warms the browser's caches
+                break
+        assert min(loads) < 2000, (loads, script)
+        assert min(script) < 1000, (loads, script)
         r = b.eval("Object.assign({}, document.getElementById('row-readout').dataset)")
         s = trace["blocks.1.attn.scores"][0, 3, 500].astype(np.float64)
         keep = kept_row(trace, 1, 500, (0, 499))
@@ -357,3 +366,94 @@ def test_a_generation_page_works_each_decoding_steps_new_query_row(tmp_path):
         assert "decode=1" in b.eval("location.hash") and b.errors() == []
     finally:
         b.close()
+
+
+# ---------- the row panel on the encoder and encoder-decoder routes ----------
+
+
+def row_now(b: Browser, fragment: str) -> dict:
+    """Set the fragment (the page's hashchange restores the view) and read #row-readout."""
+    b.eval(f"location.hash = {json.dumps(fragment)}")
+    b.wait_for(f"document.getElementById('row-readout').getAttribute('data-attn') && location.hash === {json.dumps(fragment)}")
+    return b.eval("Object.assign({}, document.getElementById('row-readout').dataset)")
+
+
+def expected_row(scores: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    out = np.zeros(scores.shape, dtype=np.float64)
+    out[keep] = softmax(scores.astype(np.float64)[keep])
+    return out
+
+
+@pytest.mark.parametrize("model", ["t5", "bart"])
+def test_encoder_decoder_rows_encoder_decoder_and_cross_attention(tmp_path, model):
+    """Batch row 1 has a padded encoder input: the encoder rows and cross-attention block that key for padding
+    only; decoder self-attention is causal. Keep-masks are rebuilt here from input.mask, not read from the page."""
+    page, trace_file = tmp_path / "ed.html", tmp_path / "ed.safetensors"
+    result = runner.invoke(app, ["run", "--model", str(model_dir(model)), "--ids", "5,7,9,11,13", "--ids", "5,7,9",
+                                 "--decoder-ids", "2,4,6", "--batch-row", "1", "--save", str(trace_file),
+                                 "--export-html", str(page)])
+    assert result.exit_code == 0, result.output
+    trace = Trace.load(trace_file)
+    enc_keep = trace["input.mask"][1].astype(bool)  # [enc_pos]
+    assert not enc_keep.all()
+    b = Browser(CHROMIUM, tmp_path / "cdp-ed", page.resolve().as_uri())
+    try:
+        b.wait_for("document.documentElement.getAttribute('data-live') === 'ready'")
+        opened = b.eval("Object.assign({}, document.getElementById('row-readout').dataset)")
+        assert opened["attn"] == "decoder"  # the panel opens where the output is read
+        cases = (("encoder", "encoder.blocks.1.attn.scores", 1, 1, 0, (), lambda q: enc_keep.copy()),
+                 ("encoder", "encoder.blocks.0.attn.scores", 0, 0, 2, (1,), lambda q: enc_keep.copy()),
+                 ("decoder", "decoder.blocks.1.attn.scores", 1, 2, 1, (), lambda q: np.arange(3) <= q),
+                 ("cross", "decoder.blocks.1.cross_attn.scores", 1, 3, 2, (), lambda q: enc_keep.copy()),
+                 ("cross", "decoder.blocks.0.cross_attn.scores", 0, 1, 0, (0,), lambda q: enc_keep.copy()))
+        for attn, step, layer, head, q, off, keep_of in cases:
+            fragment = f"#attn={attn}&layer={layer}&head={head}&q={q}" + (f"&off={','.join(map(str, off))}" if off else "")
+            r = row_now(b, fragment)
+            assert (r["attn"], int(r["layer"]), int(r["head"]), int(r["q"]), json.loads(r["off"])) == (attn, layer, head, q, list(off))
+            s = trace[step][1, head, q]
+            keep = keep_of(q)
+            if attn != "decoder":
+                assert json.loads(r["parts"]) == ["padding"]  # no causal part: padding is the only reason
+            keep[list(off)] = False
+            got = np.array(json.loads(r["weights"]))
+            assert got.shape == s.shape and np.abs(got - expected_row(s, keep)).max() < TOL, (attn, layer)
+            if not off:  # no toggle: what the model computed
+                assert np.abs(got - trace[step.replace(".scores", ".weights")][1, head, q]).max() < TOL
+            assert float(r["dropped"]) == pytest.approx(softmax(s.astype(np.float64))[~keep].sum(), abs=TOL)
+        reason = b.eval("document.querySelector('#rp-table tr[data-key=\"4\"]').textContent")
+        assert "encoder padding" in reason  # the last cross case: key 4 is the encoder's pad
+        r = row_now(b, "#attn=cross&layer=1&head=0&q=2&padding=off")  # the padding part switched as a whole
+        assert np.abs(np.array(json.loads(r["weights"])) - expected_row(trace["decoder.blocks.1.cross_attn.scores"][1, 0, 2],
+                                                                         np.ones(5, bool))).max() < TOL
+        # a click on a cross-attention heatmap cell works that row, and the fragment says which kind
+        b.click('svg.heatmap[data-stack="decoder"][data-part="cross_attn"][data-layer="0"][data-head="1"] rect.cell')
+        r = b.eval("Object.assign({}, document.getElementById('row-readout').dataset)")
+        assert (r["attn"], r["layer"], r["head"], r["q"]) == ("cross", "0", "1", "0")
+        assert b.eval("location.hash").startswith("#attn=cross&layer=0&head=1&q=0")
+        assert b.eval("document.getElementById('rp-attn').value") == "cross"
+        assert b.eval("document.querySelectorAll('#rp-q option').length") == 3  # decoder rows
+        b.click('.pill[data-stack="encoder"][data-pos="1"]')  # an encoder chip: the encoder's row
+        r = b.eval("Object.assign({}, document.getElementById('row-readout').dataset)")
+        assert (r["attn"], r["q"]) == ("encoder", "1")
+        assert b.errors() == []
+    finally:
+        b.close()
+
+
+def test_an_encoder_row_is_bidirectional_and_blocks_padding_only(tmp_path):
+    page, trace_file = tmp_path / "bert.html", tmp_path / "bert.safetensors"
+    result = runner.invoke(app, ["run", "--model", str(model_dir("bert")), "--ids", "1,5,7,9,2", "--ids", "1,5,2",
+                                 "--batch-row", "1", "--save", str(trace_file), "--export-html", str(page)])
+    assert result.exit_code == 0, result.output
+    trace = Trace.load(trace_file)
+    keep = trace["input.mask"][1].astype(bool)
+    assert keep.tolist() == [True, True, True, False, False]
+    dom, errors = dump(tmp_path, page, "#layer=1&head=1&q=0")
+    assert errors == []
+    r = readout(dom, "row-readout")
+    assert (r["attn"], r["q"], json.loads(r["parts"])) == ("self", "0", ["padding"])
+    s = trace["blocks.1.attn.scores"][1, 1, 0]
+    got = np.array(json.loads(r["weights"]))
+    assert np.abs(got - expected_row(s, keep)).max() < TOL and got[1:3].min() > 0  # later keys are read: no causal part
+    rows = {n.attrs["data-key"]: n.text() for n in dom.iter() if n.tag == "tr" and "data-key" in n.attrs}
+    assert "padding (a pad key)" in rows["3"] and "blocked" not in rows["2"]

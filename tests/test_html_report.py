@@ -260,3 +260,38 @@ def test_values_are_tables_with_absolute_indices_and_one_number_format(shipped):
         cells = [td.text() for td in table.find_all("td", cls="num")]
         styles = {("e" in c, len(c.split(".")[1].split("e")[0])) for c in cells}
         assert len(styles) == 1, styles
+
+
+@pytest.mark.parametrize("family", ["gemma2", "gemma3_text", "t5", "llama"])
+def test_the_scale_card_states_the_factor_the_scores_were_multiplied_by(tmp_path, family):
+    """The card's factor is checked against the trace: attn.scores (before any soft-cap: .raw) = q·k × factor."""
+    page, trace_file = tmp_path / "s.html", tmp_path / "s.safetensors"
+    args = ["--ids", "5,7,9", "--decoder-ids", "0,4"] if family == "t5" else ["the cat sat"]
+    result = runner.invoke(app, ["run", "--model", str(model_dir(family)), *args, "--save", str(trace_file),
+                                 "--export-html", str(page)])
+    assert result.exit_code == 0, result.output
+    from tracer.trace import Trace
+
+    trace = Trace.load(trace_file)
+    p = "decoder." if family == "t5" else ""
+    q, k = trace[f"{p}blocks.0.attn.q_rot" if f"{p}blocks.0.attn.q_rot" in trace else f"{p}blocks.0.attn.q"], None
+    k = trace[f"{p}blocks.0.attn.k_rot" if f"{p}blocks.0.attn.k_rot" in trace else f"{p}blocks.0.attn.k"]
+    scores = trace[f"{p}blocks.0.attn.scores.raw" if f"{p}blocks.0.attn.scores.raw" in trace else f"{p}blocks.0.attn.scores"]
+    if f"{p}blocks.0.attn.position_bias" in trace:
+        scores = scores - trace[f"{p}blocks.0.attn.position_bias"]
+    group = q.shape[1] // k.shape[1]
+    dots = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), np.repeat(k, group, axis=1).astype(np.float64))
+    factor = float(np.median((scores / dots)[np.abs(dots) > 1e-3]))
+    tree, _ = parse(page.read_text(encoding="utf-8"))
+    card = next(li.text() for li in tree.find_all("li", cls="explain") if "dot product" in li.text())
+    d_head = q.shape[-1]
+    if family.startswith("gemma"):
+        assert "1/√24" in card and "query_pre_attn_scalar" in card and f"√{d_head}" not in card
+    elif family == "t5":
+        assert "not scaled" in card and "× 1," in card
+    else:
+        assert f"√d_head = √{d_head}" in card
+    stated = float(re.search(r"× ([0-9.]+)", card).group(1))
+    assert stated == pytest.approx(factor, rel=1e-3), (card, factor)
+    if family == "gemma2":
+        assert "soft-capped" in card  # the scores' tanh cap, after the scale

@@ -103,9 +103,13 @@ def section(report: dict):
     parts = [intro]
     rows = report.get("live_rows")
     if rows and rows.get("layers"):
+        kinds = [rows] + [v for v in report.get("live_row_views") or [] if v.get("layers")]
         parts.append('<h3>the row, by hand</h3>' + row_panel(rows, '<p class="note">Click a row of any heatmap below '
                      '(or a token chip above) to work that query\'s row: its scores, the mask with the reason for each '
-                     'blocked key, exp, their sum and the weights.</p>'))
+                     'blocked key, exp, their sum and the weights.'
+                     + (' Encoder self-attention, decoder self-attention and cross-attention each have their rows '
+                        '(the attention switch; cross-attention keys are encoder positions, masked by padding only).'
+                        if len(kinds) > 1 else '') + '</p>', views=kinds))
     for view in views:
         if view.get("title"):
             parts.append(f"<h3>{esc(view['title'])}</h3>")

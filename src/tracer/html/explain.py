@@ -30,6 +30,9 @@ def cards(report: dict) -> list[tuple[str, str, list[dict]]]:
     mid, mlp = _find(recs, "resid_mid", "resid_post"), _find(recs, "mlp.post", "mlp.pre")
     logits, probs = _find(recs, "logits"), _find(recs, "probs")
     placement = m.get("norm_placement", "pre")
+    scale = m.get("score_scale") or {}  # the factor this family really uses (report.card.score_scale)
+    cap = (f"; then soft-capped, tanh(s / {m['attn_softcap']:g}) × {m['attn_softcap']:g}, so no score leaves "
+           f"±{m['attn_softcap']:g}" if m.get("attn_softcap") else "")
     out_cards = [
         ("token", f"The text is cut into tokens and each token is a number, its id in a vocabulary of {m.get('vocab')}: "
                   f"input.ids is {shape(ids)}.", step("input.ids")),
@@ -39,9 +42,9 @@ def cards(report: dict) -> list[tuple[str, str, list[dict]]]:
         ("Q, K, V", f"Three linear maps turn each token's vector into a query (what it looks for), a key (what it "
                     f"offers) and a value (what it passes on): q is {shape(q)}, k is {shape(k)} "
                     f"({h} query heads, {kv} key/value heads of d_head = {dh}).", step("attn.q", "attn.k", "attn.v")),
-        ("scale by √d_head", f"Every query is compared with every key by a dot product, divided by √{dh} so the scores "
-                             f"do not grow with the head size and the softmax stays soft: attn.scores is {shape(sc)}.",
-         step("attn.scores")),
+        (scale.get("title", "scale by √d_head"), "Every query is compared with every key by a dot product, "
+         f"{scale.get('text') or f'divided by √{dh}'}, so the scores do not grow with the head size and the softmax stays "
+         f"soft{cap}: attn.scores is {shape(sc)}.", step("attn.scores", "attn.scores.raw")),
         ("mask before softmax", "Keys a query may not see get −∞ BEFORE the softmax (exp(−∞) = 0), so each row of "
                                 f"weights still sums to 1 over the keys it may see: the keep-mask is {shape(mask)}; "
                                 "dropping weights after the softmax would leave rows that sum to less than 1 "

@@ -103,8 +103,9 @@ GLANCE_SCRIPT = r"""
         big.setAttribute('data-head', canvas.getAttribute('data-head'));
         body.querySelectorAll('canvas.thumb').forEach(function (t) { t.classList.toggle('chosen', t === canvas); });
         drawBig(big);
-        if (R && (canvas.getAttribute('data-stack') || '') === R.stack && canvas.getAttribute('data-part') === 'attn') {
-          S.layer = m.layer; S.head = Number(canvas.getAttribute('data-head')); S.off = []; update();
+        var v = viewFor(canvas.getAttribute('data-stack'), canvas.getAttribute('data-part'));
+        if (v) {
+          useView(v); S.layer = m.layer; S.head = Number(canvas.getAttribute('data-head')); S.off = []; update();
         }
       });
     });
@@ -123,8 +124,9 @@ GLANCE_SCRIPT = r"""
       });
       canvas.addEventListener('click', function (ev) {
         var at = cellAt(canvas, ev), g = canvas._geom;
-        if (!at || !R || g.m.stack !== R.stack || g.m.part !== 'attn') { return; }
-        S.layer = g.m.layer; S.head = g.m.heads[g.hi]; S.q = g.m.rows[at.r]; S.off = []; update();
+        var v = at ? viewFor(g.m.stack, g.m.part) : null;
+        if (!v) { return; }
+        useView(v); S.layer = g.m.layer; S.head = g.m.heads[g.hi]; S.q = g.m.rows[at.r]; S.off = []; update();
         document.getElementById('row-panel').scrollIntoView({block: 'nearest'});
       });
     });

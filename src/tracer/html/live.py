@@ -25,7 +25,10 @@ def live_data(report: dict) -> dict | None:
     maps = glance_maps(report)
     if not rows and not dist and not maps:
         return None
-    return {"rows": rows if rows and rows.get("layers") else None, "dist": dist, "maps": maps}
+    others = [dict(v, held=held_note(v)) for v in report.get("live_row_views") or [] if v.get("layers")]
+    if rows and rows.get("layers") and others:
+        rows = dict(rows, held=held_note(rows))
+    return {"rows": rows if rows and rows.get("layers") else None, "row_views": others, "dist": dist, "maps": maps}
 
 
 def drawn_by_script(view: dict) -> bool:
@@ -91,35 +94,54 @@ def ranges(values: list[int]) -> str:
     return ", ".join(out)
 
 
-def row_panel(rows: dict, intro: str = "", held: str | None = None) -> str:
-    """Controls (layer, head, query, mask parts), the readout and the table the script fills."""
+KIND_LABELS = {"self": "self-attention", "encoder": "encoder self-attention", "decoder": "decoder self-attention",
+               "cross": "cross-attention"}
+
+
+def held_note(rows: dict) -> str:
+    """What the page holds of one attention kind's rows (said on the page, beside the panel)."""
     layers = sorted({e["layer"] for e in rows["layers"] if e.get("decode") is None})
-    labels = rows.get("labels") or []
     n_keys = rows["layers"][0]["keys"] if rows["layers"] else 0
     decoded = [e["decode"] for e in rows["layers"] if e.get("decode") is not None]
     dtype = rows["layers"][0].get("dtype", "float32") if rows["layers"] else "float32"
+    kind = rows.get("attn", "self")
+    what = {"encoder": "encoder ", "decoder": "decoder ", "cross": "decoder "}.get(kind, "")
+    keys = f"all {n_keys} encoder positions as keys" if kind == "cross" else f"all {n_keys} keys"
+    label = "" if kind == "self" else KIND_LABELS.get(kind, kind) + " "
+    return (f'This page holds the {label}scores of {what}query rows {ranges(rows["rows"])} over '
+            f'{keys}, exactly ({dtype}), for layer{"s" if len(layers) > 1 else ""} {ranges(layers)}'
+            + (f', and each decoding step\'s new query row against the cache ({len(decoded)} steps; click a row of the '
+               'KV strip)' if decoded else "") + '.')
+
+
+def row_panel(rows: dict, intro: str = "", held: str | None = None, views: list[dict] | None = None) -> str:
+    """Controls (attention kind, layer, head, query, mask parts), the readout and the table the script fills.
+    views: every attention kind the page holds (encoder-decoder: encoder, decoder, cross), `rows` first."""
+    layers = sorted({e["layer"] for e in rows["layers"] if e.get("decode") is None})
+    labels = rows.get("labels") or []
     layer_opts = "".join(f'<option value="{n}"{" selected" if n == rows["layer"] else ""}>{n}</option>' for n in layers)
     q_opts = "".join(f'<option value="{q}"{" selected" if q == rows["q"] else ""}>{q} {esc(labels[q] if q < len(labels) else "")}'
                      f'</option>' for q in rows["rows"])
     heads = rows["layers"][0]["heads"] if rows["layers"] else 1
     head_opts = "".join(f'<option value="{h}">{h}</option>' for h in range(heads))
     hide_lh = " hidden" if len(layers) == 1 and heads == 1 else ""
+    kinds = [v.get("attn", "self") for v in views or [rows]]
+    attn = ("" if len(kinds) < 2 else 'attention <select id="rp-attn">' + "".join(
+        f'<option value="{k}"{" selected" if k == rows.get("attn") else ""}>{esc(KIND_LABELS.get(k, k))}</option>'
+        for k in kinds) + "</select> ")
     parts = "".join(f'<label class="part"><input type="checkbox" data-part="{p}" checked> {esc(t)}</label> '
                     for p, t in PART_LABELS)
-    held = held or (f'This page holds the scores of query rows {ranges(rows["rows"])} over all {n_keys} keys, exactly '
-            f'({dtype}), for layer{"s" if len(layers) > 1 else ""} {ranges(layers)}'
-            + (f', and each decoding step\'s new query row against the cache ({len(decoded)} steps; click a row of the '
-               'KV strip)' if decoded else "") + '.')
+    held = held or held_note(rows)
     head = ('<tr><th class="num">key</th><th>token</th><th class="num c-raw" title="attn.scores.raw: before the soft-cap">'
             'raw</th><th class="num c-bias" title="attn.position_bias: already inside the score">bias</th>'
             '<th class="num">score s</th><th>mask</th><th class="num">s − max</th><th class="num">exp</th>'
             '<th class="num">weight</th><th class="num" title="softmax over every key, then the blocked weights deleted">'
             'wrong way</th><th></th></tr>')
     return (f'<div id="row-panel" class="rowpanel">{intro}'
-            f'<p class="controls"><span{hide_lh}>layer <select id="rp-layer">{layer_opts}</select> head '
+            f'<p class="controls">{attn}<span{hide_lh}>layer <select id="rp-layer">{layer_opts}</select> head '
             f'<select id="rp-head">{head_opts}</select></span> query <select id="rp-q">{q_opts}</select> · mask parts: '
             f'{parts}<button id="rp-reset" type="button">every key on</button></p>'
-            f'<p class="note">{esc(held)} Switch a key off with its button: the row renormalises over the keys that are '
+            f'<p class="note"><span id="rp-held">{esc(held)}</span> Switch a key off with its button: the row renormalises over the keys that are '
             'left. The last column is the wrong way: the softmax over every key, with the blocked and switched-off '
             'weights deleted afterwards, so it no longer sums to 1.</p>'
             f'<p id="row-readout" class="readout" data-layer="{rows["layer"]}" data-q="{rows["q"]}">the row needs the '

@@ -3,18 +3,21 @@
 It reads the numbers the page holds (`<script type="application/json" id="tracer-live">`, see
 tracer.report.interactive) and does only the article's arithmetic on them. What it shows it also writes
 into data attributes (the contract in the man page, ATTRIBUTES OF THE PAGE):
-  #row-readout  data-layer data-head data-q data-off data-weights (+ data-wrong, data-wrong-sum, data-dropped)
+  #row-readout  data-attn data-layer data-head data-q data-off data-weights (+ data-wrong, data-wrong-sum, data-dropped)
   #dist-readout data-pos data-temp data-topk data-topp data-n data-probs
-and keeps the URL fragment in step with the view (#layer=1&head=0&q=2&off=1,3&causal=off&temp=0.7...).
+and keeps the URL fragment in step with the view (#layer=1&head=0&q=2&off=1,3&causal=off&temp=0.7...). An
+encoder-decoder page holds three attention kinds (attn=encoder, decoder, cross); one-stack pages have one (self).
 """
 
 from tracer.html.glance_js import GLANCE_SCRIPT
 
 LIVE_SCRIPT = r"""
 (function () {
+  var started = performance.now();  // the script's own time, written to data-live-ms when it is ready
   var holder = document.getElementById('tracer-live');
   var D = holder ? JSON.parse(holder.textContent) : {};
   var R = D.rows || null, P = D.dist || null, M = D.maps || [];
+  var RV = R ? [R].concat(D.row_views || []) : [];  // the attention kinds the panel can work (self, or encoder/decoder/cross)
   function decode(text, Kind) {
     var raw = atob(text), bytes = new Uint8Array(raw.length);
     for (var i = 0; i < raw.length; i++) { bytes[i] = raw.charCodeAt(i); }
@@ -39,14 +42,24 @@ LIVE_SCRIPT = r"""
   var PARTS = ['causal', 'window', 'padding', 'custom'];
   var S = {off: [], parts: {}, temp: 1, topp: 1, step: null, decode: null};
   if (R) { S.layer = R.layer; S.head = R.head || 0; S.q = R.q; }
+  function kindOf(v) { return v.attn || 'self'; }
+  function viewFor(stack, part) {  // the panel's view of a heatmap's (data-stack, data-part), or null
+    for (var i = 0; i < RV.length; i++) { if ((RV[i].stack || '') === (stack || '') && (RV[i].part || 'attn') === (part || 'attn')) { return RV[i]; } }
+    return null;
+  }
+  function useView(v) {  // switch the panel to another attention kind (its keys, its mask parts)
+    if (v && v !== R) { R = v; S.decode = null; S.off = []; }
+  }
   if (P) { S.pos = P.pos; S.topk = P.k; }
   function readHash() {
-    var h = (location.hash || '').replace(/^#/, '');
+    var h = (location.hash || '').replace(/^#/, ''), seen = {}, kind = RV.length ? kindOf(RV[0]) : null;
     h.split('&').forEach(function (kv) {
       if (!kv) { return; }
       var i = kv.indexOf('='), k = decodeURIComponent(i < 0 ? kv : kv.slice(0, i)), v = i < 0 ? '' : decodeURIComponent(kv.slice(i + 1));
       var n = Number(v);
-      if (k === 'layer' || k === 'head' || k === 'q' || k === 'pos' || k === 'topk') { if (v !== '' && isFinite(n)) { S[k] = Math.round(n); } }
+      seen[k] = true;
+      if (k === 'attn') { kind = v; }
+      else if (k === 'layer' || k === 'head' || k === 'q' || k === 'pos' || k === 'topk') { if (v !== '' && isFinite(n)) { S[k] = Math.round(n); } }
       else if (k === 'temp') { if (isFinite(n) && n > 0) { S.temp = Math.min(2, Math.max(0.1, n)); } }
       else if (k === 'topp') { if (isFinite(n) && n > 0) { S.topp = Math.min(1, n); } }
       else if (k === 'off') { S.off = v.split(',').filter(function (x) { return x !== '' && isFinite(Number(x)); }).map(Number); }
@@ -54,10 +67,18 @@ LIVE_SCRIPT = r"""
       else if (k === 'step') { S.step = v; }
       else if (k === 'decode') { S.decode = v !== '' && isFinite(n) ? Math.round(n) : null; }
     });
+    var want = RV.filter(function (v) { return kindOf(v) === kind; })[0];
+    if (want && want !== R) {  // attn=cross: that view, at its own defaults unless the fragment says
+      R = want;
+      if (!seen.layer) { S.layer = R.layer; }
+      if (!seen.q) { S.q = R.q; }
+      if (!seen.head) { S.head = R.head || 0; }
+    }
   }
   function writeHash() {
     var out = [];
     if (R) {
+      if (RV.length > 1) { out.push('attn=' + kindOf(R)); }
       out.push('layer=' + S.layer, 'head=' + S.head, 'q=' + S.q);
       if (S.decode) { out.push('decode=' + S.decode); }
       if (S.off.length) { out.push('off=' + S.off.join(',')); }
@@ -138,6 +159,7 @@ LIVE_SCRIPT = r"""
     S.off = S.off.filter(function (j) { return j >= 0 && j < e.keys; });
     var r = workRow(e, qi);
     syncControls(e);
+    out.setAttribute('data-attn', kindOf(R));
     out.setAttribute('data-layer', String(S.layer));
     out.setAttribute('data-head', String(S.head));
     out.setAttribute('data-q', String(S.q));
@@ -149,8 +171,9 @@ LIVE_SCRIPT = r"""
     out.setAttribute('data-dropped', String(r.dropped));
     out.setAttribute('data-parts', JSON.stringify(Object.keys(e.parts).filter(function (p) { return S.parts[p] !== false; })));
     var kept = r.keep.filter(Boolean).length;
-    var label = R.labels[S.q] !== undefined ? ' ' + R.labels[S.q] : '';
-    out.textContent = note + (R.layers.length > 1 || e.heads > 1 ? 'layer ' + S.layer + ' head ' + S.head + ', ' : '') +
+    var label = R.labels[S.q] !== undefined ? ' ' + R.labels[S.q] : '', keys = R.key_labels || R.labels;
+    out.textContent = note + (RV.length > 1 ? (KIND_TEXT[kindOf(R)] || kindOf(R)) + ', ' : '') +
+      (R.layers.length > 1 || e.heads > 1 ? 'layer ' + S.layer + ' head ' + S.head + ', ' : '') +
       'query ' + S.q + label + ': ' + kept + ' of ' + e.keys + ' keys kept; max ' + f4(r.max) + ', Σ exp = ' + f4(r.total) +
       (kept ? ', the kept weights sum to 1.' : ': every key is blocked, the weights are all 0.') +
       ' The wrong way (softmax over every key, then the blocked weights deleted) sums to ' + f4(r.wrongSum) +
@@ -167,7 +190,7 @@ LIVE_SCRIPT = r"""
       var text = reason.length ? 'blocked: ' + reason.join(', ') : 'keep';
       if (why.ignored.length) { text += ' (' + why.ignored.join(', ') + ' switched off)'; }
       html.push('<tr data-key="' + j + '" class="' + (r.keep[j] ? 'kept' : 'blocked') + '"><td class="num">' + j +
-        '</td><td class="piece">' + esc(R.labels[j] !== undefined ? R.labels[j] : '') + '</td><td class="num c-raw"' + hideRaw + '>' +
+        '</td><td class="piece">' + esc(keys[j] !== undefined ? keys[j] : '') + '</td><td class="num c-raw"' + hideRaw + '>' +
         (raw ? f4(raw[j]) : '') + '</td><td class="num c-bias"' + hideBias + '>' + (bias ? f4(bias[j]) : '') +
         '</td><td class="num">' + f4(r.s[j]) + '</td><td class="' + (reason.length ? 'warn' : '') + '">' + esc(text) +
         '</td><td class="num dim">' + (r.keep[j] ? f4(r.s[j] - r.max) : '−∞') + '</td><td class="num">' + f4(r.exps[j]) +
@@ -190,12 +213,30 @@ LIVE_SCRIPT = r"""
     foot.appendChild(ft);
     document.querySelectorAll('svg.heatmap[data-layer]').forEach(function (svg) {
       var on = Number(svg.getAttribute('data-layer')) === S.layer && Number(svg.getAttribute('data-head')) === S.head &&
-        (svg.getAttribute('data-stack') || '') === R.stack && svg.getAttribute('data-part') === 'attn';
+        (svg.getAttribute('data-stack') || '') === (R.stack || '') && svg.getAttribute('data-part') === (R.part || 'attn');
       svg.classList.toggle('chosen', on);
     });
   }
+  var KIND_TEXT = {self: 'self-attention', encoder: 'encoder self-attention', decoder: 'decoder self-attention',
+                   cross: 'cross-attention (decoder queries, encoder keys)'};
+  var shownView = null;
   function syncControls(e) {
     var ls = document.getElementById('rp-layer'), hs = document.getElementById('rp-head'), qs = document.getElementById('rp-q');
+    var ks = document.getElementById('rp-attn');
+    if (shownView !== R) {  // another attention kind: its layers, its query rows, what the page holds of it
+      shownView = R;
+      if (ks) { ks.value = kindOf(R); }
+      if (ls) {
+        ls.textContent = '';
+        R.layers.forEach(function (x) { if (!x.decode) { ls.appendChild(el('option', {value: String(x.layer)}, String(x.layer))); } });
+      }
+      if (qs) {
+        qs.textContent = '';
+        R.rows.forEach(function (q) { qs.appendChild(el('option', {value: String(q)}, q + ' ' + (R.labels[q] !== undefined ? R.labels[q] : ''))); });
+      }
+      var held = document.getElementById('rp-held');
+      if (held && R.held) { held.textContent = R.held; }
+    }
     if (ls) { ls.value = String(S.layer); }
     if (hs) {
       if (hs.options.length !== e.heads) {
@@ -222,6 +263,13 @@ LIVE_SCRIPT = r"""
     if (ls) { ls.addEventListener('change', function () { S.layer = Number(ls.value); S.off = []; S.decode = null; update(); }); }
     if (hs) { hs.addEventListener('change', function () { S.head = Number(hs.value); update(); }); }
     if (qs) { qs.addEventListener('change', function () { S.q = Number(qs.value); S.off = []; S.decode = null; update(); }); }
+    var ks = document.getElementById('rp-attn');
+    if (ks) {
+      ks.addEventListener('change', function () {
+        var v = RV.filter(function (x) { return kindOf(x) === ks.value; })[0];
+        if (v && v !== R) { useView(v); S.layer = R.layer; S.q = R.q; update(); }
+      });
+    }
     document.querySelectorAll('table.kv tr[data-t]').forEach(function (tr) {
       tr.addEventListener('click', function () {
         var t = Number(tr.getAttribute('data-t'));
@@ -244,10 +292,12 @@ LIVE_SCRIPT = r"""
       } else if (ev.target.id === 'rp-reset') { S.off = []; S.parts = {}; update(); }
     });
     document.querySelectorAll('svg.heatmap[data-layer]').forEach(function (svg) {
-      if ((svg.getAttribute('data-stack') || '') !== R.stack || svg.getAttribute('data-part') !== 'attn') { return; }
+      var v = viewFor(svg.getAttribute('data-stack'), svg.getAttribute('data-part'));
+      if (!v) { return; }
       svg.addEventListener('click', function (ev) {
         var cell = ev.target.closest('rect.cell'), q = cell ? cellQuery(svg, cell) : null;
         if (q === null) { return; }
+        useView(v);
         S.layer = Number(svg.getAttribute('data-layer')); S.head = Number(svg.getAttribute('data-head'));
         S.q = q; S.off = []; S.decode = null;
         update();
@@ -335,9 +385,12 @@ LIVE_SCRIPT = r"""
   function setupTokens() {
     document.querySelectorAll('.pill[data-pos]').forEach(function (chip) {
       chip.addEventListener('click', function () {
-        var pos = Number(chip.getAttribute('data-pos'));
+        var pos = Number(chip.getAttribute('data-pos')), stack = chip.getAttribute('data-stack');
+        // an encoder-decoder page: an encoder chip works the encoder's row; a decoder chip a decoder row
+        if (stack === 'encoder' && R && kindOf(R) !== 'encoder') { useView(viewFor('encoder', 'attn')); S.layer = R.layer; }
+        if (stack === 'decoder' && R && kindOf(R) === 'encoder') { useView(viewFor('decoder', 'attn')); S.layer = R.layer; }
         if (R && R.rows.indexOf(pos) >= 0) { S.q = pos; S.off = []; }
-        if (P && P.positions.indexOf(pos) >= 0) { S.pos = pos; }
+        if (P && P.positions.indexOf(pos) >= 0 && stack !== 'encoder') { S.pos = pos; }
         update();
       });
     });
@@ -382,6 +435,7 @@ LIVE_SCRIPT = r"""
   drawRow(); drawDist(); showStep();
   ready = true;
   window.addEventListener('hashchange', function () { S.off = []; S.parts = {}; readHash(); drawRow(); drawDist(); showStep(); });
+  document.documentElement.setAttribute('data-live-ms', (performance.now() - started).toFixed(1));
   document.documentElement.setAttribute('data-live', 'ready');
 })();
 """

@@ -30,15 +30,18 @@ def section(report: dict):
     if tokens is None:
         return None
     note = f'<p class="note">{esc(report["tokens_note"])}</p>' if report.get("tokens_note") else ""
-    body = token_block(tokens, note, report.get("other_rows") or [])
-    if report.get("decoder_tokens"):
-        body = "<h3>encoder input</h3>" + body + "<h3>decoder input</h3>" + token_block(report["decoder_tokens"], "", [])
+    if report.get("decoder_tokens"):  # data-stack on the chips: a click works that stack's row
+        body = ("<h3>encoder input</h3>" + token_block(tokens, note, report.get("other_rows") or [], "encoder")
+                + "<h3>decoder input</h3>" + token_block(report["decoder_tokens"], "", [], "decoder"))
+    else:
+        body = token_block(tokens, note, report.get("other_rows") or [])
     return "tokens", body
 
 
-def token_block(tokens: list[dict], note: str, others: list[dict]) -> str:
+def token_block(tokens: list[dict], note: str, others: list[dict], stack: str = "") -> str:
+    where = f' data-stack="{stack}"' if stack else ""
     strip = "".join(
-        f'<span class="pill" data-pos="{t["pos"]}" title="position {t["pos"]}, id {t["id"]}">{esc(t["token"])}</span> '
+        f'<span class="pill"{where} data-pos="{t["pos"]}" title="position {t["pos"]}, id {t["id"]}">{esc(t["token"])}</span> '
         for t in tokens)
     rows = "".join(
         f'<tr><td class="num">{t["pos"]}</td><td class="piece">{esc(t["token"])}</td><td class="num">{t["id"]}</td>'

@@ -97,6 +97,26 @@ def attention_text(spec: dict) -> str:
     return text
 
 
+def score_scale(spec: dict) -> dict:
+    """The factor q.k is multiplied by, as this family computes it, with a title and a sentence saying why.
+    None in the spec is 1/sqrt(d_head); gemma2/gemma3 use query_pre_attn_scalar; T5 (and GPT-2 with
+    scale_attn_weights = false) do not scale."""
+    dh, scale, family = spec.get("d_head"), spec.get("attn_scale"), spec.get("family", "")
+    if scale is None:
+        return {"value": dh**-0.5 if dh else None, "title": "scale by √d_head",
+                "text": f"divided by √d_head = √{dh} (× {dh**-0.5:.4g})" if dh else "divided by √d_head"}
+    if scale == 1.0:
+        why = ("T5 folds 1/√d_head into the initialisation of W_q" if family == "t5"
+               else "the checkpoint sets scale_attn_weights = false" if family == "gpt2" else "this family's rule")
+        return {"value": 1.0, "title": "no scaling (× 1)", "text": f"not scaled at all (× 1, not 1/√{dh}: {why})"}
+    if family in ("gemma2", "gemma3_text", "gemma3"):
+        scalar = round(scale**-2, 6)
+        return {"value": scale, "title": "scale by √query_pre_attn_scalar",
+                "text": f"multiplied by 1/√query_pre_attn_scalar = 1/√{scalar:g} (× {scale:.4g}; the config's "
+                        f"query_pre_attn_scalar, {'equal to' if scalar == dh else 'not'} d_head = {dh})"}
+    return {"value": scale, "title": f"scale by {scale:.4g}", "text": f"multiplied by {scale:.4g} (this family's scale, not 1/√{dh})"}
+
+
 def mlp_text(spec: dict) -> str:
     act = ACTIVATION_NAMES.get(spec.get("activation"), spec.get("activation", "?"))
     return f"gated {act}" if spec.get("mlp") == "gated" else act
@@ -137,6 +157,7 @@ def model_card(meta: dict) -> dict:
         "mlp": mlp_text(spec), "residual": spec.get("residual", "sequential"),
         "d_model": spec.get("d_model"), "n_layers": spec.get("n_layers"), "n_heads": spec.get("n_heads"),
         "n_kv_heads": spec.get("n_kv_heads"), "d_head": spec.get("d_head"), "d_ff": spec.get("d_ff"),
+        "score_scale": score_scale(spec), "attn_softcap": spec.get("attn_softcap"),
         "vocab": spec.get("vocab_size"), "n_params": m.get("n_params"),
         "params": params_text(m.get("n_params")) + _not_used_text(m.get("stored_not_used")),
         "stored_not_used": m.get("stored_not_used"),

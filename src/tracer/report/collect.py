@@ -164,20 +164,30 @@ def add_page_data(report: dict, trace, model=None, vocab=None, target_id: int | 
     return report
 
 
+def live_view(report: dict, trace, spec: dict, row: int, view: dict, out_key: str, att: dict) -> dict:
+    """One attention view's held rows (see report.interactive.row_data), on the layers its heatmaps show."""
+    maps = next((m for m in report.get("attention_maps") or [] if m["stack"] == view["stack"] and m["part"] == view["part"]), None)
+    layers = [e["layer"] for e in maps["layers"]] if maps else list(range(view["spec"]["n_layers"]))
+    held = report["page_positions"].get(view["rows"]) or view_positions(report, view["rows"], MAX_SIDE)
+    tokens = report.get(view["rows"]) or []
+    focus = focus_position(report) if view["rows"] == out_key else last_real(tokens)
+    layer = att.get("layer") if att.get("layer") in layers else (layers[-1] if layers else 0)
+    return row_data(trace, spec, row, view["stack"], layers, held, [t["token"] for t in tokens], layer,
+                    focus if focus in held else held[-1], view["part"], [t["token"] for t in report.get(view["cols"]) or []])
+
+
 def add_live_data(report: dict, trace, spec: dict, row: int, views: list[dict], out_key: str, vocab) -> None:
     """`live_rows` (the row by hand) and `live_dist` (the distribution under a temperature): see report.interactive."""
     sections = report.get("sections") or []
     if "attention" in sections and report.get("tokens"):
-        view = next((v for v in views if v["part"] == "attn" and v["stack"] != "encoder"), views[0])
-        maps = next((m for m in report.get("attention_maps") or [] if m["stack"] == view["stack"] and m["part"] == "attn"), None)
-        layers = [e["layer"] for e in maps["layers"]] if maps else list(range(view["spec"]["n_layers"]))
-        held = report["page_positions"].get(view["rows"]) or view_positions(report, view["rows"], MAX_SIDE)
-        tokens = report.get(view["rows"]) or []
-        focus = focus_position(report) if view["rows"] == out_key else last_real(tokens)
         att = report.get("attention") or {}
-        layer = att.get("layer") if att.get("layer") in layers else (layers[-1] if layers else 0)
-        report["live_rows"] = row_data(trace, spec, row, view["stack"], layers, held, [t["token"] for t in tokens],
-                                       layer, focus if focus in held else held[-1])
+        # the panel opens on decoder self-attention (where the output is read); an encoder-decoder page also holds
+        # the encoder's self-attention and the cross-attention rows (the page's `attn=` switch)
+        first = next((v for v in views if v["part"] == "attn" and v["stack"] != "encoder"), views[0])
+        rows_of = [live_view(report, trace, spec, row, v, out_key, att) for v in [first] + [v for v in views if v is not first]]
+        report["live_rows"] = rows_of[0]
+        if len(rows_of) > 1:
+            report["live_row_views"] = rows_of[1:]
         if isinstance(att.get("selected"), int):  # --head H: the panel opens on that head
             report["live_rows"]["head"] = att["selected"]
     dist = report.get("distribution")

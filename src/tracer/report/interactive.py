@@ -18,6 +18,9 @@ from tracer.report.mask import mask_report
 TOP_LOGITS = 256  # logits stored per position for the live distribution
 PART_REASONS = {"causal": "causal (a later key)", "window": "window (too far back)", "padding": "padding (a pad key)",
                 "custom": "custom mask (--mask)", "recorded": "the decoding step's mask (as recorded)"}
+CROSS_REASONS = dict(PART_REASONS, padding="encoder padding (a pad position of the input)")
+ATTN_KINDS = {("", "attn"): "self", ("encoder", "attn"): "encoder", ("decoder", "attn"): "decoder",
+              ("decoder", "cross_attn"): "cross"}  # the `attn=` fragment key of the row panel
 
 
 def b64(array: np.ndarray, dtype: str) -> str:
@@ -30,10 +33,14 @@ def bits(grid: np.ndarray) -> str:
     return "".join("1" if v else "0" for v in np.asarray(grid, dtype=bool).ravel())
 
 
-def mask_parts(trace, spec: dict, row: int, layer: int, stack: str, rows: list[int]) -> dict[str, str]:
-    """The keep parts of one layer's mask on the held rows (part name -> 0/1 string over rows x keys)."""
-    m = mask_report(trace, spec, row, layer, stack, "attn")
+def mask_parts(trace, spec: dict, row: int, layer: int, stack: str, rows: list[int], part: str = "attn") -> dict[str, str]:
+    """The keep parts of one layer's mask on the held rows (part name -> 0/1 string over rows x keys).
+    Cross-attention has one part, the encoder's padding (its keep grid), and only when the input is padded."""
+    m = mask_report(trace, spec, row, layer, stack, part)
     grids = m.get("grids") or {}
+    if part == "cross_attn":
+        keep = np.asarray(grids["keep"], dtype=bool)[rows]  # [held rows, encoder positions]
+        return {} if keep.all() else {"padding": bits(keep)}
     if m.get("source") == "override":
         keep = grids.get("keep")
         return {"custom": bits(np.asarray(keep, dtype=bool)[rows])} if keep is not None else {}
@@ -42,31 +49,33 @@ def mask_parts(trace, spec: dict, row: int, layer: int, stack: str, rows: list[i
 
 
 def row_data(trace, spec: dict, row: int, stack: str, layers: list[int], rows: list[int], labels: list[str],
-             focus_layer: int, focus_q: int) -> dict:
-    """Per layer: scores [heads, held rows, keys] float32, any soft-cap input and position bias, the mask parts."""
+             focus_layer: int, focus_q: int, part: str = "attn", key_labels: list[str] | None = None) -> dict:
+    """Per layer: scores [heads, held rows, keys] float32, any soft-cap input and position bias, the mask parts.
+    stack/part: "" attn (one stack), encoder attn, decoder attn or decoder cross_attn (keys: encoder positions)."""
     prefix = f"{stack}." if stack else ""
-    out = {"stack": stack, "rows": rows, "labels": labels, "layers": [], "layer": focus_layer, "q": focus_q,
-           "reasons": PART_REASONS}
+    out = {"stack": stack, "part": part, "attn": ATTN_KINDS.get((stack, part), "self"), "rows": rows, "labels": labels,
+           "key_labels": key_labels if key_labels is not None else labels, "layers": [], "layer": focus_layer,
+           "q": focus_q, "reasons": CROSS_REASONS if part == "cross_attn" else PART_REASONS}
     parts_by_window: dict = {}
-    windows = (trace.meta.get("mask") or {}).get("windows") or {} if stack != "encoder" else {}
+    windows = (trace.meta.get("mask") or {}).get("windows") or {} if stack != "encoder" and part == "attn" else {}
     ri = np.asarray(rows, dtype=np.int64)
     for layer in layers:
-        name = f"{prefix}blocks.{layer}.attn.scores"
+        name = f"{prefix}blocks.{layer}.{part}.scores"
         if name not in trace or not trace.step(name).kept:
             continue
         scores = trace.step(name).array[row][:, ri]  # [heads, held rows, keys]
         entry = {"layer": layer, "step": name, "heads": int(scores.shape[0]), "keys": int(scores.shape[-1]),
                  "scores": b64(scores, "float32")}
-        raw = f"{prefix}blocks.{layer}.attn.scores.raw"
+        raw = f"{prefix}blocks.{layer}.{part}.scores.raw"
         if raw in trace and trace.step(raw).kept:
             entry["raw"] = b64(trace.step(raw).array[row][:, ri], "float32")
-        bias = f"{prefix}blocks.{layer}.attn.position_bias"
+        bias = f"{prefix}blocks.{layer}.{part}.position_bias"
         if bias in trace and trace.step(bias).kept:
             b = trace.step(bias).array
             entry["bias"] = b64(np.broadcast_to(b[min(row, b.shape[0] - 1)][:, ri], scores.shape), "float32")
-        key = windows.get(str(layer))
+        key = windows.get(str(layer)) if part == "attn" else layer
         if key not in parts_by_window:
-            parts_by_window[key] = mask_parts(trace, spec, row, layer, stack, rows)
+            parts_by_window[key] = mask_parts(trace, spec, row, layer, stack, rows, part)
         entry["parts"] = parts_by_window[key]
         out["layers"].append(entry)
     return out
