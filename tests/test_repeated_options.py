@@ -11,7 +11,8 @@ runner = CliRunner()
 GROUP = typer.main.get_command(app)
 SINGLE = [(name, p.opts[0]) for name, cmd in GROUP.commands.items() for p in cmd.params
           if p.param_type_name == "option" and not p.multiple and not p.is_flag]
-LISTS = {"run": {"--ids", "--keep", "--steps", "--only", "--token-types", "--decoder-text", "--decoder-ids"},
+LISTS = {"run": {"--ids", "--keep", "--steps", "--only", "--token-types", "--decoder-text", "--decoder-ids", "--patch",
+                 "--ablate"},
          "generate": {"--ids", "--stop", "--keep"}, "diff": {"--ids", "--steps", "--verdict"}, "report": {"--only"},
          "capture": {"--ids", "--keep", "--decoder-ids", "--token-types"}}
 
