@@ -82,7 +82,7 @@ def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
             from tracer.engine.forward import forward
             from tracer.trace.recorder import NullRecorder
 
-            inputs = model.batch(None, ids, "right", True, None, None, None, None, "auto").inputs
+            inputs = model.batch(ids=ids, pad_side="right").inputs
 
             def once():
                 return forward(inputs, model.weights, model.spec, NullRecorder())
