@@ -78,3 +78,16 @@ def logits_file_set(folder: Path, model: str, logits: np.ndarray, tokens: list[i
                    f"token ids: {', '.join(str(int(t)) for t in tokens)}\n")
     return {Path(f"{base}.bin"): logits.tobytes(), Path(f"{base}.txt"): text.encode(),
             Path(f"{base}-tokens.bin"): ids.tobytes(), Path(f"{base}-prompt.txt"): prompt_text.encode("utf-8")}
+
+
+def prompt_logits(trace) -> tuple[list[int], np.ndarray]:
+    """(the real token ids, the last real position's logits [vocab]) of a one-prompt trace, as the files hold them."""
+    if "logits" not in trace or not trace.step("logits").kept or "input.ids" not in trace:
+        raise TracerError("no logits (or no input.ids) kept to compare", hint="tracer run --keep logits --save")
+    ids, logits = trace["input.ids"], trace["logits"]
+    if ids.shape[0] != 1:
+        raise TracerError(f"a batch of {ids.shape[0]}: the model-conversion files hold one prompt's logits",
+                          hint="run one prompt")
+    mask = trace["input.mask"][0] if "input.mask" in trace and trace.step("input.mask").kept else np.ones_like(ids[0])
+    last = int(np.flatnonzero(mask)[-1])
+    return [int(i) for i, keep in zip(ids[0], mask) if keep], logits[0, last]

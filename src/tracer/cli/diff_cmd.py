@@ -108,17 +108,18 @@ def diff(
         refuse_with_isolate({"--verdict": verdict, "--same-ids": same_ids, "--export-html": export_html,
                              "--steps": steps, "--all": show_all})
         run_isolate(a, b, text, id_rows, names, atol, rtol, dtype, as_json, allow_unused, allow_long)
-    from tracer.cli.diff_llamacpp import diff_log, is_log
-
     from tracer.capture.conversion_files import is_logits_file
+    from tracer.cli.diff_llamacpp import diff_log, is_log
 
     if is_logits_file(b):  # llama.cpp's model-conversion set: llamacpp-MODEL.bin (+ -tokens.bin)
         from tracer.cli.diff_logits import diff_logits
 
         return diff_logits(a, b, text, id_rows, dtype, top_k, as_json, tokenizer)
-    if is_log(b, names) or (names == "identity" and is_log(a, names)):  # a llama.cpp dump is always the checked side
-        ref, log = (a, b) if is_log(b, names) else (b, a)
-        return diff_log(ref, log, text, id_rows, dtype, atol, rtol, as_json, show_all, allow_unused, allow_long)
+    log_side = b if is_log(b, names) else a if names == "identity" and is_log(a, names) else None
+    if log_side is not None:  # a llama.cpp dump is always the checked side
+        ref = a if log_side is b else b
+        return diff_log(ref, log_side, text, id_rows, dtype, atol, rtol, as_json, show_all, allow_unused, allow_long,
+                        tokenizer)
     step_globs = tuple(g for s in steps for g in split_list(s, "--steps")) if steps else None
     reading = [a, b, *checkpoint_files(a), *checkpoint_files(b)]
     check_outputs({"--export-html": export_html}, reading=reading)
@@ -135,8 +136,7 @@ def diff(
     if inputs is not None:
         report.extras["inputs"] = inputs
     models = model_difference(sides.ref, sides.mine)
-    if models is not None and models["differs"] == ["config_sha256"] and sides.models is not None and \
-            any(_is_gguf_model(m) for m in sides.models):
+    if models is not None and models["differs"] == ["config_sha256"] and sides.converted:
         models = None  # a GGUF's config is rebuilt from its metadata: same sizes, another hash, the same model
     if models is not None:  # said first: a diff of two different models is not a port's error
         report.extras["models"] = models
@@ -152,8 +152,7 @@ def diff(
     if generation is not None:
         report.extras["generation"] = generation
     ref_t, mine_t = aligned_pair(ref, mine, names)[:2]  # as compared: under tracer's names
-    conversion = conversion_verdict(report, ref_t, mine_t) if sides.models is not None and \
-        any(_is_gguf_model(m) for m in sides.models) else None
+    conversion = conversion_verdict(report, ref_t, mine_t) if sides.converted else None
     if conversion is not None:
         report.extras["conversion"] = conversion
     judged = verdicts(_split(verdict), ref_t, mine_t, report, top_k, max_kl) if verdict else None
@@ -215,6 +214,11 @@ class Sides:
     ref: object  # Trace
     mine: object  # Trace
     models: tuple | None = None  # (model_a, model_b) when both are checkpoint folders
+
+    @property
+    def converted(self) -> bool:
+        """Two models, one of them a GGUF file: a conversion, whose weights are judged as quantization."""
+        return self.models is not None and any(_is_gguf_model(m) for m in self.models)
 
 
 def load_sides(a: Path, b: Path, text: str | None, id_rows: list[list[int]] | None, dtype: str,
@@ -311,9 +315,8 @@ def add_folder_extras(report, sides: Sides, a: Path, b: Path) -> None:
     from tracer.diff.distribution import moved_tokens
     from tracer.diff.weights import diff_weights
 
-    converted = any(_is_gguf_model(m) for m in sides.models)
     spec = sides.models[0].spec
-    heads = tuple(sorted({spec.n_heads, getattr(spec, "n_kv_heads", None) or spec.n_heads})) if converted else None
+    heads = tuple(sorted({spec.n_heads, getattr(spec, "n_kv_heads", None) or spec.n_heads})) if sides.converted else None
     w = diff_weights(a, b, sides.models[0].files, sides.models[1].files, judge_heads=heads)
     report.extras["weights"] = {  # plain numbers for the screen; report_json makes them JSON-safe
         "tensors": [dict(asdict(t), layer=t.layer) for t in w.tensors],

@@ -34,7 +34,8 @@ def is_log(path: Path, names: str) -> bool:
 
 
 def diff_log(ref: Path, log_path: Path, text: str | None, id_rows: list[list[int]] | None, dtype: str,
-             atol: float, rtol: float, as_json: bool, show_all: bool, allow_unused: bool, allow_long: bool) -> None:
+             atol: float, rtol: float, as_json: bool, show_all: bool, allow_unused: bool, allow_long: bool,
+             tokenizer: str | None = None) -> None:
     from tracer.capture.llamacpp import read_log
     from tracer.capture.llamacpp_compare import judge_log
     from tracer.cli.common import make_console, rendered
@@ -45,13 +46,14 @@ def diff_log(ref: Path, log_path: Path, text: str | None, id_rows: list[list[int
     if not log_path.is_file():
         raise TracerError(f"{log_path}: no such file")
     log = read_log(log_path)
-    ids, family, steps = _reference(ref, log, text, id_rows, dtype, allow_unused, allow_long)
+    ids, family, steps = _reference(ref, log, text, id_rows, dtype, allow_unused, allow_long, tokenizer)
     if family not in GGML_STEPS:
         raise TracerError(f"llama.cpp's graph names are mapped for {', '.join(sorted(GGML_STEPS))}; not yet for "
                           f"{family or 'this model'}", hint="tracer steps shows tracer's names to map by hand")
     console = make_console()
     if log.token_ids and ids is not None and list(ids) != list(log.token_ids):
-        _inputs_differ(console, ids, log.token_ids, ref, log_path, as_json)
+        ids_apart(console, str(ref), ids, "llama.cpp ran", log.token_ids, as_json,
+                  "run both on one tokenization: tracer diff MODEL LOG --ids <the log's ids>")
     judged = judge_log(log, steps, family, atol, rtol)
     if not judged.judged:
         raise TracerError(f"{log_path}: none of its {judged.printed} printed nodes matches a step kept in {ref}",
@@ -65,28 +67,33 @@ def diff_log(ref: Path, log_path: Path, text: str | None, id_rows: list[list[int
     raise typer.Exit(0 if judged.passed else 1)
 
 
-def _reference(ref: Path, log, text, id_rows, dtype, allow_unused, allow_long):
-    """(the ids REF ran, its family, step name -> kept array, batch of 1)."""
+def reference_trace(ref: Path, text, id_rows, their_ids: list[int], dtype: str, tokenizer: str | None = None,
+                    allow_unused: bool = False, allow_long: bool = False):
+    """REF as a trace: a model (folder or GGUF) run on TEXT, --ids or the other side's own ids, else a trace file.
+    Returns (trace, family)."""
     from tracer.api import load_model
     from tracer.diff.files import load_side
     from tracer.model.gguf_open import is_gguf
 
     if ref.is_dir() or is_gguf(ref):
-        model = load_model(ref, dtype=dtype, allow_unused=allow_unused)
+        model = load_model(ref, dtype=dtype, allow_unused=allow_unused, tokenizer=tokenizer if is_gguf(ref) else None)
         if text is not None:
-            trace = model.run(text=text, allow_long=allow_long)
-        else:
-            rows = id_rows or ([list(log.token_ids)] if log.token_ids else None)
-            if rows is None:
-                raise TracerError(f"{ref} needs an input: the log prints no token ids",
-                                  hint=f'tracer diff {ref} LOG "the prompt llama.cpp ran" (or --ids)')
-            trace = model.run(ids=rows, allow_long=allow_long)
-        family = model.spec.family
-    else:
-        if text is not None or id_rows:
-            raise TracerError("TEXT and --ids are for a model; the reference is a trace file")
-        trace = load_side(ref)
-        family = (trace.meta.get("model") or {}).get("family") or ((trace.meta.get("model") or {}).get("spec") or {}).get("family")
+            return model.run(text=text, allow_long=allow_long), model.spec.family
+        rows = id_rows or ([list(their_ids)] if their_ids else None)
+        if rows is None:
+            raise TracerError(f"{ref} needs an input: the other side prints no token ids",
+                              hint=f'tracer diff {ref} B "the prompt llama.cpp ran" (or --ids)')
+        return model.run(ids=rows, allow_long=allow_long), model.spec.family
+    if text is not None or id_rows:
+        raise TracerError("TEXT and --ids are for a model; the reference is a trace file")
+    trace = load_side(ref)
+    model = trace.meta.get("model") or {}
+    return trace, model.get("family") or (model.get("spec") or {}).get("family")
+
+
+def _reference(ref: Path, log, text, id_rows, dtype, allow_unused, allow_long, tokenizer):
+    """(the ids REF ran, its family, step name -> kept array, batch of 1)."""
+    trace, family = reference_trace(ref, text, id_rows, log.token_ids, dtype, tokenizer, allow_unused, allow_long)
     ids = None
     if "input.ids" in trace and trace.step("input.ids").kept:
         arr = trace["input.ids"]
@@ -97,15 +104,20 @@ def _reference(ref: Path, log, text, id_rows, dtype, allow_unused, allow_long):
     return ids, family, steps
 
 
-def _inputs_differ(console, ids, log_ids, ref, log_path, as_json) -> None:
-    first = next((i for i, (a, b) in enumerate(zip(ids, log_ids)) if a != b), min(len(ids), len(log_ids)))
+def ids_apart(console, ref_label: str, ids: list[int], other_label: str, other_ids: list[int], as_json: bool,
+              hint: str) -> None:
+    """REF ran other tokens than the llama.cpp side holds: said first, exit 1."""
+    from tracer.diff.inputs import shared_prefix
+
+    first = shared_prefix([ids], [other_ids])
     if as_json:
-        console.file.write(json.dumps({"verdict": "inputs differ", "ref_ids": ids, "llamacpp_ids": log_ids,
+        console.file.write(json.dumps({"verdict": "inputs differ", "ref_ids": ids, "other_ids": other_ids,
                                        "first_difference": first}) + "\n")
     else:
-        console.print(f"the inputs differ: {ref} ran {len(ids)} tokens {ids[:16]}, llama.cpp ran {len(log_ids)} "
-                      f"{log_ids[:16]}; first different at position {first}", style="bold red", markup=False)
-        console.print("  run both on one tokenization: tracer diff MODEL LOG --ids <the log's ids>", style="dim")
+        console.print(f"the inputs differ: {ref_label} ran {len(ids)} tokens {ids[:16]}, {other_label} "
+                      f"{len(other_ids)} {other_ids[:16]}; first different at position {first}",
+                      style="bold red", markup=False)
+        console.print(f"  {hint}", style="dim", markup=False)
     raise typer.Exit(1)
 
 

@@ -27,15 +27,10 @@ def diff_logits(ref: Path, path: Path, text: str | None, id_rows, dtype: str, to
     ref_ids, ref_logits = _reference(ref, theirs, text, id_rows, dtype, tokenizer, is_logits_file(ref))
     console = make_console()
     if ref_ids != theirs.tokens:
-        first = next((i for i, (x, y) in enumerate(zip(ref_ids, theirs.tokens)) if x != y), min(len(ref_ids), len(theirs.tokens)))
-        out = {"verdict": "inputs differ", "ref_tokens": ref_ids, "tokens": theirs.tokens, "first_difference": first}
-        if as_json:
-            console.file.write(json.dumps(out) + "\n")
-        else:
-            console.print(f"the inputs differ: {ref} ran {len(ref_ids)} tokens {ref_ids[:16]}, {path.name} holds "
-                          f"{len(theirs.tokens)} {theirs.tokens[:16]}; first different at position {first}",
-                          style="bold red", markup=False)
-        raise typer.Exit(1)
+        from tracer.cli.diff_llamacpp import ids_apart
+
+        ids_apart(console, str(ref), ref_ids, f"{path.name} holds", theirs.tokens, as_json,
+                  "run the reference on the file's ids: leave out TEXT")
     if ref_logits.shape != theirs.logits.shape:
         raise TracerError(f"{path}: {theirs.logits.size} logits, the reference has {ref_logits.size}",
                           hint="the two sides are different models (or one holds embeddings)")
@@ -64,29 +59,16 @@ def diff_logits(ref: Path, path: Path, text: str | None, id_rows, dtype: str, to
 
 def _reference(ref: Path, theirs, text, id_rows, dtype, tokenizer, ref_is_file: bool):
     """(token ids, last position's float logits) of REF."""
-    from tracer.capture.conversion_files import read_logits_file
+    from tracer.capture.conversion_files import prompt_logits, read_logits_file
+    from tracer.cli.diff_llamacpp import reference_trace
 
     if ref_is_file:
         if text is not None or id_rows:
             raise TracerError("TEXT and --ids are for a model; both sides are model-conversion files")
         other = read_logits_file(ref)
         return other.tokens, other.logits
-    from tracer.api import load_model
-    from tracer.diff.files import load_side
-    from tracer.model.gguf_open import is_gguf
-
-    if ref.is_dir() or is_gguf(ref):
-        model = load_model(ref, dtype=dtype, tokenizer=tokenizer if is_gguf(ref) else None)
-        trace = model.run(text=text) if text is not None else model.run(ids=id_rows or [theirs.tokens])
-    else:
-        if text is not None or id_rows:
-            raise TracerError("TEXT and --ids are for a model; the reference is a trace file")
-        trace = load_side(ref)
-    if "logits" not in trace or not trace.step("logits").kept or "input.ids" not in trace:
-        raise TracerError(f"{ref}: no logits (or no input.ids) kept to compare", hint="tracer run --keep logits --save")
-    ids, logits = trace["input.ids"], trace["logits"]
-    if ids.shape[0] != 1:
-        raise TracerError(f"{ref}: a batch of {ids.shape[0]}; the model-conversion files hold one prompt")
-    mask = trace["input.mask"][0] if "input.mask" in trace and trace.step("input.mask").kept else np.ones_like(ids[0])
-    last = int(np.flatnonzero(mask)[-1])
-    return [int(i) for i, keep in zip(ids[0], mask) if keep], logits[0, last]
+    trace, _ = reference_trace(ref, text, id_rows, theirs.tokens, dtype, tokenizer)
+    try:
+        return prompt_logits(trace)
+    except TracerError as exc:
+        raise TracerError(f"{ref}: {exc.message}", hint=exc.hint) from None

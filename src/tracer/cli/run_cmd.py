@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-import numpy as np
 import typer
 
 from tracer.cli.common import (
@@ -266,27 +265,22 @@ def write_run_outputs(save: Path | None, export_html: Path | None, trace, report
 
 def conversion_files(folder: Path, trace, model) -> dict:
     """pytorch-MODEL.bin and its companions: the last real position's logits of the one prompt."""
-    from tracer.capture.conversion_files import logits_file_set
+    from tracer.capture.conversion_files import logits_file_set, prompt_logits
     from tracer.outputs import check_output
 
-    if "logits" not in trace or not trace.step("logits").kept:
-        raise TracerError("--save-logits needs the logits: this model has no language-model head" if model.spec.head == "none"
-                          else "--save-logits needs the logits kept", hint="--keep logits")
-    logits = trace["logits"]
-    if logits.shape[0] != 1:
-        raise TracerError("--save-logits writes one prompt's logits, as llama.cpp's scripts read them; this run has a batch",
-                          hint="run one prompt")
-    ids = trace["input.ids"][0]
-    mask = trace["input.mask"][0] if "input.mask" in trace and trace.step("input.mask").kept else np.ones_like(ids)
-    real = [int(i) for i, keep in zip(ids, mask) if keep]
-    last = int(np.flatnonzero(mask)[-1])
+    if model.spec.head == "none":
+        raise TracerError("--save-logits needs the logits: this model has no language-model head")
+    try:
+        real, last_logits = prompt_logits(trace)
+    except TracerError as exc:
+        raise TracerError(f"--save-logits: {exc.message}", hint=exc.hint) from None
     if folder.exists() and not folder.is_dir():
         raise TracerError(f"--save-logits {folder}: not a folder")
     folder.mkdir(parents=True, exist_ok=True)
     name = Path(str(model.folder)).name
     name = name[: -len(".gguf")] if name.endswith(".gguf") else name
     prompts = trace.meta.get("prompts") or [None]
-    files = logits_file_set(folder, name, logits[0, last], real, prompts[0])
+    files = logits_file_set(folder, name, last_logits, real, prompts[0])
     for path in files:
         check_output(path, "--save-logits")
     return files

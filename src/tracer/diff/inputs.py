@@ -132,7 +132,7 @@ def input_difference(ref: Trace, mine: Trace, ref_label: str, mine_label: str, r
         if not refuse:  # two models: different tokenizations are a verdict, said with both sides' tokens
             return out
         first = out["tokens"]
-        at = (f" (first at position {first['pos']}: {_said(first['ref'])} against {_said(first['mine'])}"
+        at = (f" (first at position {first['pos']}: {said_token(first['ref'])} against {said_token(first['mine'])}"
               f"{'; ' + '; '.join(first['policy']) if first['policy'] else ''})")
         raise TracerError(
             f"the inputs differ{at}: {ref_label} ran {out['ref']}, {mine_label} ran {out['mine']}; nothing is comparable: "
@@ -143,10 +143,12 @@ def input_difference(ref: Trace, mine: Trace, ref_label: str, mine_label: str, r
     return out
 
 
-def _said(t: dict | None) -> str:
+def said_token(t: dict | None, quoted: bool = True) -> str:
+    """A token of token_difference as a person reads it: `'he' (id 263, bytes 68 65)`."""
     if t is None:
         return "nothing (the row ended)"
-    return f"{t['piece']!r} (id {t['id']}{', bytes ' + t['bytes'] if t['bytes'] and not t['special'] else ''})"
+    piece = repr(t["piece"]) if quoted else t["piece"]
+    return f"{piece} (id {t['id']}{', bytes ' + t['bytes'] if t['bytes'] and not t['special'] else ''})"
 
 
 def _named_axes(*traces: Trace) -> bool:

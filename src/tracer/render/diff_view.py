@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracer.diff.compare import DiffReport, StepDiff
+from tracer.diff.inputs import said_token
 from tracer.diff.profile import BlockProfile
 from tracer.render.diff_numbers import error_column, fmt, fmt_cos, fmt_db, fmt_gain, prob_change_format
 from tracer.render.diff_numbers import shape_text as _shape
@@ -127,10 +128,7 @@ def inputs_view(report: DiffReport, inputs: dict) -> Group:
     n = inputs["compared_positions"]
     where = "position 0" if n == 1 else f"positions 0–{n - 1}"
     return Group(
-        Text("≠ THE INPUTS DIFFER", style="bold yellow"),
-        Text(f"  {report.ref_label} ran {inputs['ref']}"),
-        Text(f"  {report.mine_label} ran {inputs['mine']}"),
-        *_token_lines(inputs),
+        *_inputs_lines(inputs, report.ref_label, report.mine_label),
         Text(f"  Compared below: only {where}, where both read the same tokens (a causal model's position sees "
              "nothing after it). Every later position differs because the input does.", style="dim"),
         Text(""),
@@ -140,29 +138,25 @@ def inputs_view(report: DiffReport, inputs: dict) -> Group:
 def tokens_view(inputs: dict, ref_label: str, mine_label: str) -> Group:
     """Two models that split TEXT apart from the start: the tokens side by side, nothing else (exit status 1)."""
     return Group(
-        Text("≠ THE INPUTS DIFFER", style="bold yellow"),
-        Text(f"  A {ref_label} ran {inputs['ref']}"),
-        Text(f"  B {mine_label} ran {inputs['mine']}"),
-        *_token_lines(inputs),
+        *_inputs_lines(inputs, f"A {ref_label}", f"B {mine_label}"),
         Text(f"  Nothing is compared: {inputs.get('why', 'no position reads the same tokens')}. Compare the "
              "computation alone with --same-ids (both run on A's tokens); exit status 1.", style="dim"),
     )
+
+
+def _inputs_lines(inputs: dict, ref_label: str, mine_label: str) -> list:
+    """The heading, what each side ran, and where their tokens part."""
+    return [Text("≠ THE INPUTS DIFFER", style="bold yellow"), Text(f"  {ref_label} ran {inputs['ref']}"),
+            Text(f"  {mine_label} ran {inputs['mine']}"), *_token_lines(inputs)]
 
 
 def _token_lines(inputs: dict) -> list:
     t = inputs.get("tokens")
     if not t:
         return []
-
-    def said(x):
-        if x is None:
-            return "nothing (the row ended)"
-        raw = f", bytes {x['bytes']}" if x["bytes"] and not x["special"] else ""
-        return f"{escape(x['piece'])!s} (id {x['id']}{raw})"
-
     row = f"row {t['row']}, " if t["row"] else ""
-    lines = [Text(f"  first different token: {row}position {t['pos']}: A {said(t['ref'])}, B {said(t['mine'])}",
-                  style="yellow")]
+    lines = [Text(f"  first different token: {row}position {t['pos']}: A {said_token(t['ref'], quoted=False)}, "
+                  f"B {said_token(t['mine'], quoted=False)}", style="yellow")]
     lines += [Text(f"  {p}", style="yellow") for p in t["policy"]]
     table = Table(box=None, pad_edge=False, padding=(0, 1), show_header=False)
     table.add_column("", style="dim")
