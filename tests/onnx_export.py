@@ -144,3 +144,111 @@ def _cache_wrap(torch, model, n_layers: int, with_past: bool):
             return (out.logits, *presents)
 
     return WithCache()
+
+
+def merge_like_optimum(decoder: Path, with_past: Path, out: Path) -> Path:
+    """optimum's `decoder_model_merged.onnx` (optimum-onnx `optimum/onnx/graph_transformations.py`
+    `merge_decoders`): one `If` on a bool [1] input `use_cache_branch`, then = the graph with past, else = the
+    graph without; the branches' initializers in the main graph (equal ones shared, clashing names renamed),
+    the inputs the union of both, the outputs the no-past graph's."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graphs = [onnx.load(str(p), load_external_data=True).graph for p in (with_past, decoder)]
+    inits: dict[str, object] = {}
+    for tag, graph in zip(("with_past", "no_past"), graphs):
+        renamed = {}
+        for init in graph.initializer:
+            if init.name in inits and inits[init.name].SerializeToString() != init.SerializeToString():
+                renamed[init.name] = f"{init.name}_{tag}"
+            inits.setdefault(renamed.get(init.name, init.name), init)
+        for node in graph.node:
+            node.input[:] = [renamed.get(i, i) for i in node.input]
+        for old, new in renamed.items():
+            inits[new] = onnx.TensorProto()
+            inits[new].CopyFrom(next(i for i in graph.initializer if i.name == old))
+            inits[new].name = new
+    branches = [helper.make_graph(list(g.node), name, [], list(g.output)) for g, name in zip(graphs, ("with_past", "no_past"))]
+    inputs = {i.name: i for g in graphs for i in g.input}
+    if_node = helper.make_node("If", ["use_cache_branch"], [o.name for o in graphs[1].output], name="optimum::if",
+                               then_branch=branches[0], else_branch=branches[1])
+    merged = helper.make_graph([if_node], "merged", [*inputs.values(),
+                               helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1])],
+                               list(graphs[1].output), list(inits.values()))
+    model = onnx.load(str(decoder), load_external_data=False)
+    onnx.save(helper.make_model(merged, opset_imports=list(model.opset_import), ir_version=model.ir_version), str(out))
+    return out
+
+
+# optimum's split encoder-decoder: encoder_model.onnx (input_ids, attention_mask -> last_hidden_state) exports
+# model.get_encoder(), so its scopes start at the encoder (`block.0...`, `layers.0...`); decoder_model.onnx
+# (input_ids = the decoder's, encoder_attention_mask, encoder_hidden_states -> logits, present.N.decoder.* and
+# present.N.encoder.*) exports the whole model with the encoder's output given.
+
+def export_seq2seq_split(folder: Path, out_dir: Path, exporter: str, ids: np.ndarray, decoder_ids: np.ndarray) -> Path:
+    import torch
+
+    model, config = _load(folder)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    encoder = model.get_encoder()
+    enc_args = (torch.tensor(ids), torch.ones(ids.shape, dtype=torch.int64))
+    with torch.no_grad():
+        hidden = encoder(input_ids=enc_args[0], attention_mask=enc_args[1], return_dict=True).last_hidden_state
+    dec_args = (torch.tensor(decoder_ids), enc_args[1], hidden)
+    n_layers = getattr(config, "num_decoder_layers", None) or config.decoder_layers
+    presents = [f"present.{i}.{stack}.{kv}" for i in range(n_layers) for stack in ("decoder", "encoder")
+                for kv in ("key", "value")]
+    specs = [(_encoder_wrap(torch, encoder), enc_args, ["input_ids", "attention_mask"], ["last_hidden_state"],
+              "encoder_model.onnx", {"input_ids": ("batch_size", "encoder_sequence_length"),
+                                     "attention_mask": ("batch_size", "encoder_sequence_length")}),
+             (_decoder_wrap(torch, model, n_layers), dec_args,
+              ["input_ids", "encoder_attention_mask", "encoder_hidden_states"], ["logits", *presents],
+              "decoder_model.onnx", {"input_ids": ("batch_size", "decoder_sequence_length"),
+                                     "encoder_attention_mask": ("batch_size", "encoder_sequence_length"),
+                                     "encoder_hidden_states": ("batch_size", "encoder_sequence_length")})]
+    for module, args, names, outputs, file, axes in specs:
+        out = out_dir / file
+        if exporter == "dynamo":
+            dims = {"batch_size": torch.export.Dim("batch_size", min=1, max=8),
+                    "encoder_sequence_length": torch.export.Dim("encoder_sequence_length", min=2, max=64),
+                    "decoder_sequence_length": torch.export.Dim("decoder_sequence_length", min=1, max=64)}
+            shapes = tuple({0: dims[axes[n][0]], 1: dims[axes[n][1]]} for n in names)
+            torch.onnx.export(module, args, str(out), input_names=names, output_names=outputs, dynamo=True,
+                              dynamic_shapes=shapes, verbose=False)
+        else:
+            torch.onnx.export(module, args, str(out), input_names=names, output_names=outputs, dynamo=False,
+                              dynamic_axes={n: dict(enumerate(axes[n])) for n in names}, opset_version=17)
+    return out_dir
+
+
+def _encoder_wrap(torch, encoder):
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name, child in encoder.named_children():
+                self.add_module(name, child)
+            self._forward = encoder.forward
+
+        def forward(self, input_ids, attention_mask):
+            return self._forward(input_ids=input_ids, attention_mask=attention_mask, return_dict=True).last_hidden_state
+
+    return Encoder()
+
+
+def _decoder_wrap(torch, model, n_layers: int):
+    class Decoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name, child in model.named_children():
+                self.add_module(name, child)
+            self._forward = model.forward
+
+        def forward(self, input_ids, encoder_attention_mask, encoder_hidden_states):
+            out = self._forward(decoder_input_ids=input_ids, attention_mask=encoder_attention_mask,
+                                encoder_outputs=(encoder_hidden_states,), use_cache=True, return_dict=True)
+            cache = out.past_key_values
+            pairs = [(layer.keys, layer.values) for layer in cache.self_attention_cache.layers]
+            cross = [(layer.keys, layer.values) for layer in cache.cross_attention_cache.layers]
+            return (out.logits, *(t for i in range(n_layers) for t in (*pairs[i], *cross[i])))
+
+    return Decoder()

@@ -276,7 +276,7 @@ def onnx_trace(path: Path, model_dir: Path, text: list[str] | None = None, ids: 
     from tracer.model import load_model
     from tracer.trace import Step, Trace, tensor_stats
 
-    graphs = find_graphs(Path(path), takes_encoder_output=_takes_encoder_output)
+    graphs = graphs_for(Path(path))
     model = load_model(model_dir)
     options = {"decoder_ids": decoder_ids} if decoder_ids else {}
     reference = (model.run(text=text, pad_side=pad_side, **options) if text
@@ -299,8 +299,12 @@ def onnx_trace(path: Path, model_dir: Path, text: list[str] | None = None, ids: 
     translation = translate(Trace(foreign, meta), "hf", reference)
     translation.trace.steps += inside
     steps = [reference.step(n) for n in ("input.ids", "input.mask", "input.positions", "input.token_types",
-                                         "input.decoder_ids", "input.decoder_mask") if n in reference]
+                                         "input.decoder_ids", "input.decoder_mask", "input.decoder_positions")
+             if n in reference]
     named = [s for s in translation.trace.steps if _is_step(s.name)]
+    declared = declared_logits(caps[-1][1], reference, caps[-1][0].name if split else "")
+    if declared is not None:  # what the model returns (BART adds final_logits_bias after lm_head)
+        named = [s for s in named if s.name != "logits"] + [declared]
     order = {n: i for i, n in enumerate(reference.names())}
     named.sort(key=lambda s: order.get(s.name, len(order)))
     trace_meta = {k: reference.meta[k] for k in ("tracer_version", "model", "dtype", "prompts", "tokens", "pad_side",
@@ -325,6 +329,18 @@ def reference_inputs(reference) -> dict[str, np.ndarray]:
     return {role: reference[name] for role, name in roles.items() if name in reference}
 
 
+def declared_logits(cap: OnnxCapture, reference, file: str):
+    """The graph's own `logits` output as the step, when it has one of the reference's shape."""
+    from tracer.trace import Step, tensor_stats
+
+    value = cap.outputs.get("logits")
+    if value is None or "logits" not in reference or tuple(np.shape(value)) != tuple(reference.step("logits").shape):
+        return None
+    ref = reference.step("logits")
+    return Step("logits", ref.axes, f"onnx {file + ':' if file else ''}output logits", ref.hf_module,
+                tuple(value.shape), str(value.dtype), tensor_stats(value), value)
+
+
 def encoder_output(cap: OnnxCapture, path: Path) -> np.ndarray:
     """The encoder graph's hidden states for the decoder: its `last_hidden_state` output, else its only one."""
     floats = {k: v for k, v in cap.outputs.items() if _is_activation(v) and np.ndim(v) == 3}
@@ -333,6 +349,11 @@ def encoder_output(cap: OnnxCapture, path: Path) -> np.ndarray:
         raise TracerError(f"{path.name}: no last_hidden_state output (outputs: {', '.join(cap.outputs) or 'none'})",
                           hint="optimum's encoder_model.onnx returns last_hidden_state [batch, pos, d_model]")
     return value
+
+
+def graphs_for(path: Path) -> GraphFiles:
+    """The graph files `path` stands for (onnx_graphs.find_graphs, a split decoder told by its inputs)."""
+    return find_graphs(path, takes_encoder_output=_takes_encoder_output)
 
 
 def _takes_encoder_output(path: Path) -> bool:
