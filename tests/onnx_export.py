@@ -114,7 +114,7 @@ def export_with_cache(folder: Path, out: Path, exporter: str, ids: np.ndarray, w
         Dim = torch.export.Dim
         b, s, p = Dim("batch_size", min=1, max=8), Dim("sequence_length", min=1, max=64), Dim("past", min=0, max=64)
         shapes = ({0: b, 1: s}, {0: b, 1: Dim.AUTO if with_past else s}, {0: b, 1: s},
-                  tuple({0: b, 2: p} for _ in past_names))  # *past arrives as one tuple
+                  *([tuple({0: b, 2: p} for _ in past_names)] if with_past else []))  # *past arrives as one tuple
         torch.onnx.export(wrapped, tuple(args), str(out), input_names=names, output_names=outputs, dynamo=True,
                           dynamic_shapes=shapes, verbose=False)
         return out
@@ -156,10 +156,12 @@ def merge_like_optimum(decoder: Path, with_past: Path, out: Path) -> Path:
 
     graphs = [onnx.load(str(p), load_external_data=True).graph for p in (with_past, decoder)]
     inits: dict[str, object] = {}
+    values = {o for g in graphs for n in g.node for o in n.output}  # the dynamo exporter names both val_N
     for tag, graph in zip(("with_past", "no_past"), graphs):
         renamed = {}
         for init in graph.initializer:
-            if init.name in inits and inits[init.name].SerializeToString() != init.SerializeToString():
+            if init.name in values or (init.name in inits and
+                                       inits[init.name].SerializeToString() != init.SerializeToString()):
                 renamed[init.name] = f"{init.name}_{tag}"
             inits.setdefault(renamed.get(init.name, init.name), init)
         for node in graph.node:

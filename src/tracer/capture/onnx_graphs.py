@@ -119,7 +119,9 @@ def no_past_branch(model):
             nodes.append(node)
             continue
         branch = next(a.g for a in node.attribute if a.name == "else_branch")
-        renamed = {i.name: f"{i.name}__no_past" for i in branch.initializer if i.name in taken}
+        made = {i.name for i in branch.initializer} | {o for n in branch.node for o in n.output}
+        taken_here = (taken | {i.name for i in out.graph.input}) - set(node.output)
+        renamed = {name: f"{name}__no_past" for name in made if name in taken_here}  # the main graph's names win
         for init in branch.initializer:
             copy = out.graph.initializer.add()
             copy.CopyFrom(init)
@@ -128,6 +130,7 @@ def no_past_branch(model):
             new = onnx.NodeProto()
             new.CopyFrom(inner)
             new.input[:] = [renamed.get(i, i) for i in inner.input]
+            new.output[:] = [renamed.get(o, o) for o in inner.output]
             nodes.append(new)
         for inner_out, outer in zip(branch.output, node.output):
             if inner_out.name != outer:
