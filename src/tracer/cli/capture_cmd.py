@@ -32,7 +32,7 @@ tracer diff hf.safetensors model/
 tracer capture model.onnx --model model/ "春天来" -o onnx.safetensors
 
 # optimum's split encoder-decoder: the encoder graph finds decoder_model.onnx next to it
-tracer capture t5-onnx/encoder_model.onnx --model t5/ "The cat sleeps." -o onnx.safetensors
+tracer capture t5-onnx/encoder_model.onnx --model t5/ "Hi" -o onnx.safetensors
 
 # or an export folder (model.onnx, decoder_model.onnx or decoder_model_merged.onnx)
 tracer capture t5-onnx/ --model t5/ "The cat sleeps." -o onnx.safetensors
