@@ -18,7 +18,10 @@ projections split), so the capture ends as a trace under tracer's step names. Va
 (a fused attention kernel hides its weights) and nodes no module claims are reported, not guessed.
 
 The graph runs unoptimised: with onnxruntime when installed (each named value added to the graph
-outputs, graph optimisations off), else with onnx's pure-NumPy ReferenceEvaluator.
+outputs, graph optimisations off), else with onnx's pure-NumPy ReferenceEvaluator. Its inputs are filled
+by name (onnx_inputs: optimum's past layouts on an empty cache, use_cache_branch, a split decoder's
+encoder_hidden_states); an export may be several graphs (onnx_graphs: optimum's encoder then decoder, its
+merged decoder's no-past branch inlined, scopes re-read under the model's own module paths).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tracer.capture.onnx_graphs import GraphFiles, align_scopes, find_graphs, no_past_branch
-from tracer.capture.onnx_inputs import INPUT_ROLES, feeds_for, input_role, is_split_decoder, kv_dims  # noqa: F401
+from tracer.capture.onnx_graphs import GraphFiles, align_scopes, graphs_for, no_past_branch  # noqa: F401
+from tracer.capture.onnx_inputs import INPUT_ROLES, feeds_for, input_role, kv_dims, reference_inputs  # noqa: F401
 from tracer.errors import TracerError
 
 EXTRA_HINT = "pip install -e '.[onnx]' (from this checkout) installs onnx and onnxruntime"
@@ -321,14 +324,6 @@ def onnx_trace(path: Path, model_dir: Path, text: list[str] | None = None, ids: 
     return OnnxTrace(Trace(steps + named, trace_meta), unmatched, missing, exporter, graphs, scopes)
 
 
-def reference_inputs(reference) -> dict[str, np.ndarray]:
-    """The inputs of tracer's run by role, as onnx_inputs.feeds_for takes them."""
-    roles = {"ids": "input.ids", "mask": "input.mask", "positions": "input.positions",
-             "token_types": "input.token_types", "decoder_ids": "input.decoder_ids",
-             "decoder_mask": "input.decoder_mask"}
-    return {role: reference[name] for role, name in roles.items() if name in reference}
-
-
 def declared_logits(cap: OnnxCapture, reference, file: str):
     """The graph's own `logits` output as the step, when it has one of the reference's shape."""
     from tracer.trace import Step, tensor_stats
@@ -349,20 +344,6 @@ def encoder_output(cap: OnnxCapture, path: Path) -> np.ndarray:
         raise TracerError(f"{path.name}: no last_hidden_state output (outputs: {', '.join(cap.outputs) or 'none'})",
                           hint="optimum's encoder_model.onnx returns last_hidden_state [batch, pos, d_model]")
     return value
-
-
-def graphs_for(path: Path) -> GraphFiles:
-    """The graph files `path` stands for (onnx_graphs.find_graphs, a split decoder told by its inputs)."""
-    return find_graphs(path, takes_encoder_output=_takes_encoder_output)
-
-
-def _takes_encoder_output(path: Path) -> bool:
-    onnx = require_onnx()
-    try:
-        graph = onnx.load(str(path), load_external_data=False).graph
-    except Exception:  # unreadable: load_graph says so when it runs
-        return False
-    return is_split_decoder(graph)
 
 
 def _is_step(name: str) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracer.capture.onnx_inputs import is_split_decoder
 from tracer.errors import TracerError
 
 DECODER_ONLY_FILES = ("model.onnx", "decoder_model.onnx", "decoder_model_merged.onnx", "decoder_with_past_model.onnx")
@@ -59,6 +60,21 @@ def find_graphs(path: Path, takes_encoder_output=None) -> GraphFiles:
                               hint="export the encoder too, or give the export's folder")
         return GraphFiles(path, encoder, f"encoder: {encoder.name}, found next to {path.name}")
     return GraphFiles(path)
+
+
+def graphs_for(path: Path) -> GraphFiles:
+    """The graph files `path` stands for (onnx_graphs.find_graphs, a split decoder told by its inputs)."""
+    return find_graphs(path, takes_encoder_output=_takes_encoder_output)
+
+
+def _takes_encoder_output(path: Path) -> bool:
+    import onnx
+
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception:  # unreadable: load_graph says so when it runs
+        return False
+    return is_split_decoder(graph)
 
 
 def _in_folder(folder: Path) -> GraphFiles:

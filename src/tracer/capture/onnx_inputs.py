@@ -153,3 +153,11 @@ def kv_dims(reference) -> dict[bool, tuple[int, int]]:
         if step is not None and len(step.shape) == 4:
             out[cross] = (int(step.shape[1]), int(step.shape[3]))
     return out
+
+
+def reference_inputs(reference) -> dict[str, np.ndarray]:
+    """The inputs of tracer's run by role, as onnx_inputs.feeds_for takes them."""
+    roles = {"ids": "input.ids", "mask": "input.mask", "positions": "input.positions",
+             "token_types": "input.token_types", "decoder_ids": "input.decoder_ids",
+             "decoder_mask": "input.decoder_mask"}
+    return {role: reference[name] for role, name in roles.items() if name in reference}
