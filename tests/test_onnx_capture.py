@@ -73,7 +73,7 @@ def test_capture_runs_the_graph_and_returns_each_named_value(tmp_path, monkeypat
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
     ids = np.array([[1, 4, 2]])
-    got = cap.capture_onnx(path, ids, np.ones_like(ids))
+    got = cap.capture_onnx(path, {"ids": ids, "mask": np.ones_like(ids)})
     W_E, W = (numpy_helper.to_array(i) for i in inits)
     x = W_E[ids]
     y = x @ W + x
@@ -89,7 +89,7 @@ def test_inputs_are_filled_by_role_and_a_fixed_shape_is_refused():
     model, _ = _graph("name", fixed_pos=3)
     ids = np.array([[1, 2, 3, 4]])
     with pytest.raises(TracerError, match=r"fixed shape \[1, 3\]"):
-        cap.feeds_for(model.graph, ids, np.ones_like(ids))
+        cap.feeds_for(model.graph, {"ids": ids, "mask": np.ones_like(ids)})
     assert cap.input_role("input.1") == "ids" and cap.input_role("attention_mask.1") == "mask"
     assert cap.input_role("past_key_values.3.key") == "past" and cap.input_role("pixel_values") is None
 
@@ -98,7 +98,7 @@ def test_an_input_tracer_cannot_fill_is_named():
     model, _ = _graph("name")
     model.graph.input.append(helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, [1, 3]))
     with pytest.raises(TracerError, match="pixel_values"):
-        cap.feeds_for(model.graph, np.array([[1, 2]]), np.ones((1, 2), np.int64))
+        cap.feeds_for(model.graph, {"ids": np.array([[1, 2]]), "mask": np.ones((1, 2), np.int64)})
 
 
 def test_unreadable_and_unscoped_files_are_one_line_errors(tmp_path):
@@ -112,4 +112,4 @@ def test_unreadable_and_unscoped_files_are_one_line_errors(tmp_path):
     path = tmp_path / "plain.onnx"
     onnx.save(model, str(path))
     with pytest.raises(TracerError, match="no module scopes"):
-        cap.capture_onnx(path, np.array([[1, 2]]), np.ones((1, 2), np.int64))
+        cap.capture_onnx(path, {"ids": np.array([[1, 2]]), "mask": np.ones((1, 2), np.int64)})

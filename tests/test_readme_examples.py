@@ -22,7 +22,8 @@ MAN = (ROOT / "man" / "tracer.1").read_text(encoding="utf-8")
 PLACEHOLDERS = {"DIR", "BERT_DIR", "MINILM_DIR", "T5_DIR", "port.safetensors", "hooks.safetensors", "tl-cache.safetensors",
                 "m.npy", "story.txt", "my_port.py", "./my-model", "model/", "port-dump.safetensors",
                 "ref.safetensors", "mine.safetensors", "t.safetensors",
-                "model-Q4_K_M.gguf", "./hf-folder", "model.onnx", "onnx.safetensors"}  # the man page's diff examples: the reader's reference
+                "model-Q4_K_M.gguf", "./hf-folder", "model.onnx", "onnx.safetensors",
+                "t5-onnx/", "t5-onnx/encoder_model.onnx"}  # the man page's diff examples: the reader's reference
 PATH_OPTIONS = {"--model", "-m", "--mask", "--check-weights"}
 # files a command writes (so a later example of the same block may read them)
 OUTPUT_OPTIONS = {"--save", "-o", "--output", "--export-html"}

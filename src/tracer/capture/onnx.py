@@ -18,7 +18,10 @@ projections split), so the capture ends as a trace under tracer's step names. Va
 (a fused attention kernel hides its weights) and nodes no module claims are reported, not guessed.
 
 The graph runs unoptimised: with onnxruntime when installed (each named value added to the graph
-outputs, graph optimisations off), else with onnx's pure-NumPy ReferenceEvaluator.
+outputs, graph optimisations off), else with onnx's pure-NumPy ReferenceEvaluator. Its inputs are filled
+by name (onnx_inputs: optimum's past layouts on an empty cache, use_cache_branch, a split decoder's
+encoder_hidden_states); an export may be several graphs (onnx_graphs: optimum's encoder then decoder, its
+merged decoder's no-past branch inlined, scopes re-read under the model's own module paths).
 """
 
 from __future__ import annotations
@@ -29,14 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
+from tracer.capture.onnx_graphs import GraphFiles, align_scopes, graphs_for, no_past_branch  # noqa: F401
+from tracer.capture.onnx_inputs import INPUT_ROLES, feeds_for, input_role, kv_dims, reference_inputs  # noqa: F401
 from tracer.errors import TracerError
 
 EXTRA_HINT = "pip install -e '.[onnx]' (from this checkout) installs onnx and onnxruntime"
-# How optimum / onnxruntime-genai / torch's exporters name the inputs (TorchScript appends `.1`).
-INPUT_ROLES = {"input_ids": "ids", "input": "ids", "attention_mask": "mask", "position_ids": "positions",
-               "token_type_ids": "token_types", "decoder_input_ids": "decoder_ids",
-               "decoder_attention_mask": "decoder_mask", "logits_to_keep": "logits_to_keep",
-               "num_logits_to_keep": "logits_to_keep"}
 _ATTENTION_SCOPES = ("self_attn", "attn", "attention", "self", "SelfAttention", "EncDecAttention", "encoder_attn",
                      "crossattention")
 
@@ -162,13 +162,6 @@ def _graph_inputs(graph) -> set[str]:
     return {i.name for i in graph.input}
 
 
-def input_role(name: str) -> str | None:
-    """The role of a graph input from its name (`input_ids`, TorchScript's `input.1`, `past_key_values.0.key`)."""
-    if name.startswith(("past_key_values.", "past.")):
-        return "past"
-    return INPUT_ROLES.get(name.rsplit(".", 1)[0] if name.rsplit(".", 1)[-1].isdigit() else name)
-
-
 def load_graph(path: Path):
     """The ModelProto with external data (`MODEL.onnx.data`) read in; errors in one line."""
     onnx = require_onnx()
@@ -178,43 +171,6 @@ def load_graph(path: Path):
         return onnx.load(str(path), load_external_data=True)
     except Exception as exc:  # onnx raises DecodeError, FileNotFoundError (external data), ValidationError
         raise TracerError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {str(exc)[:120]})") from None
-
-
-def feeds_for(graph, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray | None = None,
-              extra: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """The graph's inputs, filled by role; an input tracer cannot fill is an error naming it."""
-    extra = extra or {}
-    by_role = {"ids": ids, "mask": mask, "positions": positions, "logits_to_keep": np.array(0, np.int64), **extra}
-    feeds = {}
-    for inp in graph.input:
-        role = input_role(inp.name)
-        if role == "past":  # an export with a cache, run on an empty one: [batch, kv_heads, 0, d_head]
-            dims = [d.dim_value if d.HasField("dim_value") else 0 for d in inp.type.tensor_type.shape.dim]
-            dims[0], dims[2] = ids.shape[0], 0
-            feeds[inp.name] = np.zeros(dims, dtype=np.float32)
-            continue
-        value = by_role.get(role) if role else None
-        if value is None:
-            raise TracerError(f"the ONNX graph takes an input {inp.name!r} tracer cannot fill",
-                              hint="inputs tracer knows: " + ", ".join(sorted(INPUT_ROLES)))
-        _check_static_shape(inp, value)
-        feeds[inp.name] = value.astype(_input_dtype(inp), copy=False)
-    return feeds
-
-
-def _check_static_shape(inp, value: np.ndarray) -> None:
-    dims = [d.dim_value if d.HasField("dim_value") else None for d in inp.type.tensor_type.shape.dim]
-    if len(dims) != value.ndim or any(d is not None and d != n for d, n in zip(dims, value.shape)):
-        fixed = "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
-        raise TracerError(f"the ONNX graph's input {inp.name!r} has the fixed shape {fixed}; this input is "
-                          f"{list(value.shape)}", hint="export with dynamic axes (dynamic_shapes= / dynamic_axes=), "
-                          "or give --ids of that length")
-
-
-def _input_dtype(inp):
-    from onnx import helper
-
-    return helper.tensor_dtype_to_np_dtype(inp.type.tensor_type.elem_type)
 
 
 def run_values(model, feeds: dict[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
@@ -264,6 +220,8 @@ class OnnxCapture:
     tensors: dict[str, np.ndarray]  # under transformers module names (MODULE, MODULE:input, ...)
     boundaries: Boundaries
     exporter: str  # "dynamo" or "torchscript"
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)  # the graph's own outputs (last_hidden_state, ...)
+    scopes: str = ""  # how the scopes were re-read to match the model's module paths, if they were
 
 
 def exporter_of(graph) -> str:
@@ -274,19 +232,24 @@ def exporter_of(graph) -> str:
     return "unknown"
 
 
-def capture_onnx(path: Path, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray | None = None,
-                 extra: dict[str, np.ndarray] | None = None) -> OnnxCapture:
-    """Run the export on the given inputs; every value a module boundary names, under that name."""
-    model = load_graph(path)
+def capture_onnx(path: Path, values: dict[str, np.ndarray], kv: dict | None = None, known: set[str] | None = None,
+                 hint: str = "") -> OnnxCapture:
+    """Run the export on the inputs by role (see onnx_inputs.feeds_for); every value a module boundary names,
+    under that name (re-read to match `known` module paths when given), and the graph's outputs."""
+    model = no_past_branch(load_graph(path))
     exporter = exporter_of(model.graph)
     if exporter == "unknown":
         raise TracerError(f"{path}: its nodes carry no module scopes (neither torch's TorchScript names nor the "
                           "dynamo exporter's name_scopes metadata)", hint="export it with torch.onnx.export")
     bounds = module_boundaries(model.graph)
-    feeds = feeds_for(model.graph, ids, mask, positions, extra)
-    values = run_values(model, feeds, sorted(set(bounds.named.values())))
-    tensors = {ours: values[v] for ours, v in bounds.named.items() if v in values and _is_activation(values[v])}
-    return OnnxCapture(tensors, bounds, exporter)
+    scopes = ""
+    if known:
+        bounds.named, scopes = align_scopes(bounds.named, known, hint)
+    feeds = feeds_for(model.graph, values, kv)
+    outputs = [o.name for o in model.graph.output]
+    got = run_values(model, feeds, sorted(set(bounds.named.values()) | set(outputs)))
+    tensors = {ours: got[v] for ours, v in bounds.named.items() if v in got and _is_activation(got[v])}
+    return OnnxCapture(tensors, bounds, exporter, {o: got[o] for o in outputs if o in got}, scopes)
 
 
 def _is_activation(a) -> bool:
@@ -300,50 +263,87 @@ class OnnxTrace:
     unmatched: list[str]  # module values no step name maps to
     missing: list[str]  # steps the reference records that the export did not give
     exporter: str
+    graphs: GraphFiles | None = None  # the files run, and how they were found
+    scopes: list[str] = field(default_factory=list)  # per graph, how its scopes were re-read
 
 
 def onnx_trace(path: Path, model_dir: Path, text: list[str] | None = None, ids: list[list[int]] | None = None,
-               pad_side: str = "right") -> OnnxTrace:
+               pad_side: str = "right", decoder_ids: list[list[int]] | None = None) -> OnnxTrace:
     """The export run on the prompt's tokens or `ids` (padded as tracer pads them), under tracer's step names.
 
-    The checkpoint folder it was exported from supplies the tokenizer, the family and the target shapes:
-    tracer runs it on the same input (a reference for names and shapes, not compared here: `tracer diff`
-    does that)."""
+    `path` is one graph, an export folder or a split encoder-decoder (see onnx_graphs.find_graphs): an encoder
+    graph runs first and its output feeds the decoder graph. The checkpoint folder it was exported from
+    supplies the tokenizer, the family and the target shapes: tracer runs it on the same input (a reference
+    for names and shapes, not compared here: `tracer diff` does that)."""
     from tracer.diff.names import translate
     from tracer.model import load_model
     from tracer.trace import Step, Trace, tensor_stats
 
+    graphs = graphs_for(Path(path))
     model = load_model(model_dir)
-    reference = model.run(text=text, pad_side=pad_side) if text else model.run(ids=ids, pad_side=pad_side)
-    in_ids, in_mask = reference["input.ids"], reference["input.mask"]
-    positions = reference["input.positions"] if "input.positions" in reference else None
-    extra = {}
-    if "input.decoder_ids" in reference:
-        extra = {"decoder_ids": reference["input.decoder_ids"], "decoder_mask": reference["input.decoder_mask"]}
-    if "input.token_types" in reference:
-        extra["token_types"] = reference["input.token_types"]
-    cap = capture_onnx(Path(path), in_ids, in_mask, positions, extra)
-    foreign = [Step(n, tuple(f"dim{i}" for i in range(np.ndim(a))), f"onnx {cap.boundaries.named[n]}", None,
+    options = {"decoder_ids": decoder_ids} if decoder_ids else {}
+    reference = (model.run(text=text, pad_side=pad_side, **options) if text
+                 else model.run(ids=ids, pad_side=pad_side, **options))
+    values = reference_inputs(reference)
+    kv, known = kv_dims(reference), {s.hf_module for s in reference.steps if s.hf_module}
+    caps = []
+    if graphs.encoder is not None:
+        caps.append((graphs.encoder, capture_onnx(graphs.encoder, values, kv, known, "encoder")))
+        values["encoder_hidden"] = encoder_output(caps[0][1], graphs.encoder)
+    caps.append((graphs.decoder, capture_onnx(graphs.decoder, values, kv, known, "decoder" if caps else "")))
+    split = len(caps) > 1
+    foreign = [Step(n, tuple(f"dim{i}" for i in range(np.ndim(a))),
+                    f"onnx {file.name + ':' if split else ''}{cap.boundaries.named[n]}", None,
                     tuple(np.shape(a)), str(np.asarray(a).dtype), tensor_stats(np.asarray(a)), np.asarray(a))
-               for n, a in cap.tensors.items()]
+               for file, cap in caps for n, a in cap.tensors.items()]
+    exporter = "+".join(dict.fromkeys(cap.exporter for _, cap in caps))
     meta = {"format": "foreign", "source": Path(path).name}
     inside, foreign = attention_steps(foreign, reference)
     translation = translate(Trace(foreign, meta), "hf", reference)
     translation.trace.steps += inside
     steps = [reference.step(n) for n in ("input.ids", "input.mask", "input.positions", "input.token_types",
-                                         "input.decoder_ids", "input.decoder_mask") if n in reference]
+                                         "input.decoder_ids", "input.decoder_mask", "input.decoder_positions")
+             if n in reference]
     named = [s for s in translation.trace.steps if _is_step(s.name)]
+    declared = declared_logits(caps[-1][1], reference, caps[-1][0].name if split else "")
+    if declared is not None:  # what the model returns (BART adds final_logits_bias after lm_head)
+        named = [s for s in named if s.name != "logits"] + [declared]
     order = {n: i for i, n in enumerate(reference.names())}
     named.sort(key=lambda s: order.get(s.name, len(order)))
     trace_meta = {k: reference.meta[k] for k in ("tracer_version", "model", "dtype", "prompts", "tokens", "pad_side",
                                                  "positions") if k in reference.meta}
-    trace_meta.update(source="onnx", exporter=cap.exporter, onnx_file=Path(path).name)
+    files = " + ".join(p.name for p in graphs.paths)
+    trace_meta.update(source="onnx", exporter=exporter, onnx_file=files)
     got = {s.name for s in named} | {s.name for s in steps}
     missing = [n for n in reference.names() if n not in got]
     unmatched = [s.name for s in translation.trace.steps if not _is_step(s.name)]
-    trace_meta["onnx"] = {"named_values": len(cap.tensors), "unmatched": unmatched, "missing": missing,
-                          "unscoped_nodes": cap.boundaries.unscoped}
-    return OnnxTrace(Trace(steps + named, trace_meta), unmatched, missing, cap.exporter)
+    scopes = [f"{file.name}: {cap.scopes}" for file, cap in caps if cap.scopes]
+    trace_meta["onnx"] = {"named_values": sum(len(cap.tensors) for _, cap in caps), "unmatched": unmatched,
+                          "missing": missing, "unscoped_nodes": sum(cap.boundaries.unscoped for _, cap in caps),
+                          **({"scopes": scopes} if scopes else {})}
+    return OnnxTrace(Trace(steps + named, trace_meta), unmatched, missing, exporter, graphs, scopes)
+
+
+def declared_logits(cap: OnnxCapture, reference, file: str):
+    """The graph's own `logits` output as the step, when it has one of the reference's shape."""
+    from tracer.trace import Step, tensor_stats
+
+    value = cap.outputs.get("logits")
+    if value is None or "logits" not in reference or tuple(np.shape(value)) != tuple(reference.step("logits").shape):
+        return None
+    ref = reference.step("logits")
+    return Step("logits", ref.axes, f"onnx {file + ':' if file else ''}output logits", ref.hf_module,
+                tuple(value.shape), str(value.dtype), tensor_stats(value), value)
+
+
+def encoder_output(cap: OnnxCapture, path: Path) -> np.ndarray:
+    """The encoder graph's hidden states for the decoder: its `last_hidden_state` output, else its only one."""
+    floats = {k: v for k, v in cap.outputs.items() if _is_activation(v) and np.ndim(v) == 3}
+    value = floats.get("last_hidden_state", next(iter(floats.values())) if len(floats) == 1 else None)
+    if value is None:
+        raise TracerError(f"{path.name}: no last_hidden_state output (outputs: {', '.join(cap.outputs) or 'none'})",
+                          hint="optimum's encoder_model.onnx returns last_hidden_state [batch, pos, d_model]")
+    return value
 
 
 def _is_step(name: str) -> bool:
@@ -371,8 +371,3 @@ def attention_steps(foreign: list, reference) -> tuple[list, list]:
             steps.append(replace(step, name=name, axes=reference.step(name).axes))
     return steps, rest
 
-
-def _is_step(name: str) -> bool:
-    from tracer.steps import describe
-
-    return describe(name) is not None

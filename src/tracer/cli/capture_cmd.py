@@ -30,6 +30,12 @@ tracer diff hf.safetensors model/
 
 # an ONNX export (either torch exporter), its values named after the folder's modules
 tracer capture model.onnx --model model/ "春天来" -o onnx.safetensors
+
+# optimum's split encoder-decoder: the encoder graph finds decoder_model.onnx next to it
+tracer capture t5-onnx/encoder_model.onnx --model t5/ "Hi" -o onnx.safetensors
+
+# or an export folder (model.onnx, decoder_model.onnx or decoder_model_merged.onnx)
+tracer capture t5-onnx/ --model t5/ "The cat sleeps." -o onnx.safetensors
 """
 
 INSTALL_HINT = "pip install -e '.[torch]' from the tracer checkout (torch==2.13.0, transformers==5.24.0; 'tracer' on PyPI is another project)"
@@ -41,7 +47,7 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def capture(
-    model_dir: Path = typer.Argument(..., metavar="MODEL_DIR", help="Checkpoint folder (config.json, *.safetensors, tokenizer.json), or an .onnx export (with --model).", show_default=False),
+    model_dir: Path = typer.Argument(..., metavar="MODEL_DIR", help="Checkpoint folder (config.json, *.safetensors, tokenizer.json), or an .onnx export or export folder (with --model).", show_default=False),
     prompts: Optional[List[str]] = typer.Argument(None, metavar="TEXT", help="Prompt text (quote it); several prompts form a padded batch with --batch, or when any of them contains a space.", show_default=False),
     ids: Optional[List[str]] = typer.Option(None, "--ids", help="Exact token ids, comma separated; repeat for a batch."),
     output: Path = typer.Option(..., "--output", "-o", help="Trace file to write (.safetensors).", show_default=False),
@@ -53,14 +59,16 @@ def capture(
     token_types: Optional[List[str]] = typer.Option(None, "--token-types", help="BERT/RoBERTa only: token type ids, comma separated; repeat for a batch. Default: zeros."),
     batch: bool = typer.Option(False, "--batch", help="Run several prompts as one padded batch (as tracer run)."),
     allow_long: bool = typer.Option(False, "--allow-long", help="Capture past max_position_embeddings on rotary or relative positions (as tracer run --allow-long; the trace records the warning). Learned position tables are refused all the same."),
-    model: Optional[Path] = typer.Option(None, "--model", metavar="DIR", help="With an .onnx file: the checkpoint folder it was exported from (its config, tokenizer and module names)."),
+    model: Optional[Path] = typer.Option(None, "--model", metavar="DIR", help="With an .onnx file or export folder: the checkpoint folder it was exported from (its config, tokenizer and module names)."),
 ):
     from tracer.cli.prompts import check_prompts
 
-    if model_dir.suffix == ".onnx" or model is not None:
+    from tracer.cli.capture_onnx import is_onnx_folder
+
+    if model_dir.suffix == ".onnx" or model is not None or is_onnx_folder(model_dir):
         from tracer.cli.capture_onnx import capture_onnx_cmd
 
-        return capture_onnx_cmd(model_dir, model, check_prompts(prompts, batch), ids, output, pad_side)
+        return capture_onnx_cmd(model_dir, model, check_prompts(prompts, batch), ids, output, pad_side, decoder_ids)
 
     if prompts and ids:
         raise TracerError("give prompt text or --ids, not both")
