@@ -1,16 +1,25 @@
-"""Speed and memory of tracer's forward pass next to transformers', in the same run.
+"""Speed and memory of tracer's forward pass next to transformers', in the same run: every GPT-2 and BERT row
+of issue 20's table, then decoding with a cache.
 
     pip install -e '.[bench]'                  # torch==2.13.0 and transformers, for the reference side
-    python bench/bench_forward.py              # builds a GPT-2-small-sized random checkpoint under bench/out/ (not committed)
-    python bench/bench_forward.py --arch bert  # a BERT-base-sized random encoder (110M), the same way
-    python bench/bench_forward.py --tokens 2048 --repeat 3   # past 1,024 tokens: a GPT-2 with a 2,048-row position table
+    python bench/bench_forward.py              # every row (about 4 minutes on 2 cores); random checkpoints are
+                                               #   built once under bench/out/ (not committed)
+    python bench/bench_forward.py --rows gpt2-512,bert-128 --repeat 5
+    python bench/bench_forward.py --blas as-is # keep this machine's OPENBLAS_CORETYPE pin (see below)
 
-Sides: transformers (eager float32, with attentions and hidden states), tracer keeping every step,
-tracer keeping statistics only, and tracer-none, the bare forward pass with no recorder (statistics
-only minus tracer-none is what the statistics cost). Each side runs in its own subprocess (so one side's imports and caches do not
-count against the other), warms up once, then is timed `--repeat` times; the
-median is reported. Peak memory is the subprocess's peak resident set size,
-also shown above its baseline after imports and model load.
+Rows: GPT-2-small-sized (124M) at 128, 512 and 2,048 tokens (a 2,048-position table for the last), a
+BERT-base-sized encoder (110M) at 128 tokens, and `tracer generate` against transformers' generate (a
+128-token prompt, 64 new greedy tokens, bench/generate.py's sides). Sides: transformers eager float32 with
+attentions and hidden states; tracer through the Python API exactly as documented (`tracer.load_model(dir)
+.run(ids=..., keep=...)`, no tuning call) keeping every step (`all`), statistics only (`stats`), and the bare
+forward with no recorder (`bare`). Each side runs in its own fresh process, warms up once, then is timed
+`--repeat` times: median, min-max. Ratios are tracer / transformers of the same row.
+
+BLAS: numpy's OpenBLAS picks its kernel for the CPU at import. Some hosts pin OPENBLAS_CORETYPE (and
+OPENBLAS_L2_SIZE) in the environment for older OpenBLAS builds, which makes a current numpy run an older,
+narrower kernel (Haswell's AVX2 on an AVX-512 CPU); torch brings its own kernels and ignores it. By default
+(`--blas native`) every side runs with both variables removed, as on a machine without the pin; `--blas
+as-is` keeps the environment. The kernel numpy used and the machine's sgemm speed at 2 threads are printed.
 """
 
 from __future__ import annotations
@@ -26,9 +35,18 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-
+BLAS_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 ARCHS = {"gpt2": "GPT-2-small-sized (124M) random decoder", "bert": "BERT-base-sized (110M) random encoder"}
+# row -> (arch, tokens, tracer sides, goal per side: tracer / transformers at most)
+ROWS = {
+    "gpt2-512": ("gpt2", 512, {"stats": 0.75, "all": 0.85, "bare": 0.70}),
+    "gpt2-2048": ("gpt2", 2048, {"stats": 0.60}),
+    "gpt2-128": ("gpt2", 128, {"stats": 0.80}),
+    "bert-128": ("bert", 128, {"stats": 0.85}),
+    "generate": ("gpt2", 128, {}),  # decoding tokens/s: tracer with its cache at least 3x transformers'
+}
+GENERATE_GOAL = 3.0
 
 
 def build_checkpoint(folder: Path, arch: str = "gpt2", n_positions: int = 1024) -> None:
@@ -45,6 +63,12 @@ def build_checkpoint(folder: Path, arch: str = "gpt2", n_positions: int = 1024) 
     model.save_pretrained(folder)
 
 
+def folder_of(arch: str, tokens: int) -> Path:
+    if arch == "bert":
+        return HERE / "out" / "bert-base"
+    return HERE / "out" / ("gpt2-small" if tokens <= 1024 else "gpt2-small-2048")  # GPT-2's table: 1,024 rows
+
+
 def _rss_mb() -> float:
     """Peak resident set size of this process (VmHWM; unlike ru_maxrss it is not inherited across exec)."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -53,8 +77,34 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def blas_kernel() -> str:
+    try:
+        from threadpoolctl import threadpool_info
+
+        info = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+        return f"{info[0]['internal_api']} {info[0].get('architecture')}, {info[0]['num_threads']} threads" if info else "?"
+    except ImportError:
+        return "? (pip install threadpoolctl to see it)"
+
+
+def sgemm_gflops() -> float:
+    """float32 matrix products of a GPT-2 MLP's size (512 x 768 x 3072), best of 20."""
+    import numpy as np
+
+    a, b = np.ones((512, 768), np.float32), np.ones((768, 3072), np.float32)
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(20))
+    return 2 * 512 * 768 * 3072 / best / 1e9
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
-    """Runs in a subprocess: load, warm up, time `repeat` forwards."""
+    """Runs in a fresh subprocess: load, warm up once, time `repeat` forwards."""
     ids = [[(i * 7919) % 30000 for i in range(n_tokens)]]
     if kind == "transformers":
         import torch
@@ -69,64 +119,117 @@ def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
                 return model(x, output_attentions=True, output_hidden_states=True)
     else:
         import tracer
-        from tracer.model.allocator import reuse_freed_memory
 
-        reuse_freed_memory()  # as the tracer command does
-        model = tracer.load_model(folder)
-        keep = ("*",) if kind == "tracer-all" else ()
+        model = tracer.load_model(folder)  # the API as documented: no tuning call of our own
+        keep = ("*",) if kind == "all" else ()
 
         def once():
             return model.run(ids=ids, keep=keep)
 
-        if kind == "tracer-none":  # the forward pass alone, no statistics: what the statistics cost
+        if kind == "bare":  # the forward pass alone, no statistics: what the statistics cost
+            import numpy as np
             from tracer.engine.forward import forward
             from tracer.trace.recorder import NullRecorder
 
-            inputs = model.batch(ids=ids, pad_side="right").inputs
+            inputs = model.batch(ids=ids).inputs
 
             def once():
-                return forward(inputs, model.weights, model.spec, NullRecorder())
+                with np.errstate(over="ignore", under="ignore"):
+                    return forward(inputs, model.weights, model.spec, NullRecorder())
 
     base = _rss_mb()
+    t0 = time.perf_counter()
     once()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        once()
-        times.append(time.perf_counter() - t0)
-    return {"kind": kind, "median_s": statistics.median(times), "min_s": min(times), "peak_mb": _rss_mb(), "base_mb": base}
+    first = time.perf_counter() - t0
+    times = [_timed(once) for _ in range(repeat)]
+    return {"kind": kind, "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
+            "first_s": first, "peak_mb": _rss_mb(), "base_mb": base, "kernel": blas_kernel()}
+
+
+def environment(blas: str) -> dict:
+    env = dict(os.environ)
+    if blas == "native":
+        for var in BLAS_PINS:
+            env.pop(var, None)
+    return env
+
+
+def run_side(kind: str, folder: Path, tokens: int, repeat: int, env: dict) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--side", kind, "--folder", str(folder), "--tokens", str(tokens),
+                          "--repeat", str(repeat)], check=True, capture_output=True, text=True, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_generate(repeat: int, env: dict) -> dict:
+    """bench/generate.py's sides (transformers generate, tracer with its cache), each in its own process."""
+    out = {}
+    for kind in ("transformers", "tracer-cache"):
+        done = subprocess.run([sys.executable, str(HERE / "generate.py"), "--side", kind, "--folder",
+                               str(folder_of("gpt2", 128)), "--repeat", str(repeat)],
+                              check=True, capture_output=True, text=True, env=env)
+        out[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def _ensure(arch: str, tokens: int) -> Path:
+    folder = folder_of(arch, tokens)
+    if not (folder / "config.json").is_file():  # in a subprocess, so torch's memory stays out of the figures
+        subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(HERE)!r}); import bench_forward as b; "
+                        f"from pathlib import Path; b.build_checkpoint(Path({str(folder)!r}), {arch!r}, {max(1024, tokens)})"],
+                       check=True)
+    return folder
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--arch", choices=tuple(ARCHS), default="gpt2")
-    ap.add_argument("--folder", type=Path, default=None, help="default: bench/out/gpt2-small or bench/out/bert-base")
+    ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of: {', '.join(ROWS)}")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--blas", choices=("native", "as-is"), default="native")
     ap.add_argument("--side", help=argparse.SUPPRESS)
+    ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--tokens", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.folder is None:
-        gpt2 = "gpt2-small" if args.tokens <= 1024 else "gpt2-small-2048"  # GPT-2's table holds 1,024 positions
-        args.folder = HERE / "out" / ("bert-base" if args.arch == "bert" else gpt2)
     if args.side:
         print(json.dumps(side(args.side, str(args.folder), args.tokens, args.repeat)))
         return
-    if not (args.folder / "config.json").is_file():  # in a subprocess, so torch's memory stays out of the figures
-        subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(HERE)!r}); "
-                        f"import bench_forward as b; from pathlib import Path; b.build_checkpoint(Path({str(args.folder)!r}), {args.arch!r}, {max(1024, args.tokens)})"],
-                       check=True)
-    results = {}
-    for kind in ("transformers", "tracer-all", "tracer-stats", "tracer-none"):
-        out = subprocess.run([sys.executable, __file__, "--side", kind, "--folder", str(args.folder),
-                              "--tokens", str(args.tokens), "--repeat", str(args.repeat)],
-                             check=True, capture_output=True, text=True, env=os.environ)
-        results[kind] = json.loads(out.stdout.strip().splitlines()[-1])
-    ref = results["transformers"]
-    print(f"{ARCHS[args.arch]}, {args.tokens} tokens, median of {args.repeat} runs, float32")
-    print(f"{'side':<14} {'time s':>8} {'ratio':>6} {'peak MB':>8} {'ratio':>6} {'above base MB':>14}")
-    for kind, r in results.items():
-        print(f"{kind:<14} {r['median_s']:8.3f} {r['median_s'] / ref['median_s']:6.2f} {r['peak_mb']:8.0f} "
-              f"{r['peak_mb'] / ref['peak_mb']:6.2f} {r['peak_mb'] - r['base_mb']:14.0f}")
+    rows = [r for r in args.rows.split(",") if r]
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown:
+        ap.error(f"unknown row {unknown[0]!r}; rows: {', '.join(ROWS)}")
+    env = environment(args.blas)
+    probe = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(HERE)!r}); import bench_forward as b; "
+                            "print(b.sgemm_gflops()); print(b.blas_kernel())"], check=True, capture_output=True, text=True,
+                           env=env).stdout.splitlines()
+    print(f"numpy BLAS: {probe[1]} (--blas {args.blas}); sgemm {float(probe[0]):.0f} GFLOPS (512 x 768 x 3072, float32); "
+          f"median of {args.repeat} after a warm-up, each side in a fresh process")
+    print(f"{'row':<10} {'side':<13} {'median s':>9} {'min-max s':>15} {'ratio':>6} {'goal':>6} {'':>4} {'peak MB':>8} {'ratio':>6}")
+    results, verdicts = {}, []
+    for row in rows:
+        arch, tokens, goals = ROWS[row]
+        folder = _ensure(arch, tokens)
+        if row == "generate":
+            g = results[row] = run_generate(args.repeat, env)
+            ref, ours = g["transformers"], g["tracer-cache"]
+            speed = ours["decode_tok_s"] / ref["decode_tok_s"]
+            met = speed >= GENERATE_GOAL
+            verdicts.append(met)
+            print(f"{row:<10} {'transformers':<13} {ref['decode_tok_s']:8.1f}/s {'':>15} {1:6.2f}")
+            print(f"{row:<10} {'tracer cache':<13} {ours['decode_tok_s']:8.1f}/s {'':>15} {speed:5.2f}x {'>=3x':>6} "
+                  f"{'met' if met else 'NOT':>4} {ours['peak_mb']:8.0f} {ours['peak_mb'] / ref['peak_mb']:6.2f}   "
+                  f"(decoding tokens/s; same tokens: {ours['new_ids'] == ref['new_ids']})")
+            continue
+        ref = run_side("transformers", folder, tokens, args.repeat, env)
+        results[row] = {"transformers": ref}
+        print(f"{row:<10} {'transformers':<13} {ref['median_s']:9.3f} {ref['min_s']:7.3f}-{ref['max_s']:<7.3f} {1:6.2f} "
+              f"{'':>6} {'':>4} {ref['peak_mb']:8.0f} {1:6.2f}")
+        for kind, goal in goals.items():
+            r = results[row][kind] = run_side(kind, folder, tokens, args.repeat, env)
+            ratio = r["median_s"] / ref["median_s"]
+            met = ratio <= goal
+            verdicts.append(met)
+            print(f"{row:<10} {'tracer ' + kind:<13} {r['median_s']:9.3f} {r['min_s']:7.3f}-{r['max_s']:<7.3f} {ratio:6.2f} "
+                  f"{goal:6.2f} {'met' if met else 'NOT':>4} {r['peak_mb']:8.0f} {r['peak_mb'] / ref['peak_mb']:6.2f}")
+    print(f"goals met: {sum(verdicts)} of {len(verdicts)}")
     print(json.dumps(results))
 
 
