@@ -141,6 +141,55 @@ def test_isolate_attributes_the_whole_added_error_to_the_faulty_block(tmp_path, 
         float(np.abs(port[f"{last}.resid_post"].astype(np.float64) - base[f"{last}.resid_post"]).max()))
 
 
+@pytest.mark.parametrize("name", ["t5", "bart"])
+@pytest.mark.parametrize("stack", ["encoder", "decoder"])
+def test_isolate_an_encoder_decoder_charges_each_stack_its_own_error(tmp_path, name, stack):
+    """A faulty encoder block is named, and the decoder blocks, rerun on the port's encoder output, add nothing;
+    a faulty decoder block is named, and no encoder block is charged."""
+    m = _load(model_dir(name))
+    inputs = {"ids": IDS, "decoder_ids": [[0, 4, 6]]}
+    bad_step = f"{stack}.blocks.1.resid_post"
+    bad = m.run(**inputs)[bad_step].copy()
+    bad[0, 1, 3] += 0.5
+    path = tmp_path / "port.safetensors"
+    m.run(**inputs, patch={bad_step: bad}).save(path)
+    result = isolate(m, Trace.load(path), inputs, atol=1e-4, rtol=1e-3)
+    enc, dec = m.spec.encoder.n_layers, m.spec.n_layers
+    assert [r.block for r in result.blocks] == (["encoder.embed"] + [f"encoder.blocks.{i}" for i in range(enc)]
+                                                + ["decoder.embed"] + [f"decoder.blocks.{i}" for i in range(dec)])
+    assert result.responsible == f"{stack}.blocks.1"
+    for r in result.blocks:
+        if r.block == f"{stack}.blocks.1":
+            assert r.added == pytest.approx(0.5, rel=1e-6) and not r.within
+        else:
+            assert r.added <= 1e-6 and r.within, (r.block, r.added)  # a decoder rerun reads the port's encoder output
+    if stack == "encoder":  # the error reached the decoder: its accumulated profile shows it
+        assert max(r.accumulated for r in result.blocks if r.block.startswith("decoder.blocks")) > 1e-4
+
+
+def test_isolate_an_encoder_decoder_on_the_command_line_runs_the_port_s_decoder_input(tmp_path):
+    m = _load(model_dir("t5"))
+    inputs = {"ids": IDS, "decoder_ids": [[0, 4, 6, 9]]}  # not the default decoder input (the start token alone)
+    bad = m.run(**inputs)["decoder.blocks.0.resid_post"].copy()
+    bad[0, 2, 5] -= 0.25
+    path = tmp_path / "port.safetensors"
+    m.run(**inputs, patch={"decoder.blocks.0.resid_post": bad}).save(path)
+    j = runner.invoke(app, ["diff", "--isolate", str(model_dir("t5")), str(path), "--json"])
+    assert j.exit_code == 1, j.output
+    data = json.loads(j.stdout)
+    assert data["responsible"] == "decoder.blocks.0"
+    assert [b["block"] for b in data["blocks"] if not b["within"]] == ["decoder.blocks.0"]
+
+
+def test_isolate_an_encoder_decoder_needs_both_stacks_and_the_encoder_output(tmp_path):
+    m = _load(model_dir("t5"))
+    path = tmp_path / "partial.safetensors"
+    m.run(ids=IDS, decoder_ids=[[0, 4, 6]], keep=("decoder.*",)).save(path)
+    with pytest.raises(TracerError, match="lacks encoder.embed.out") as err:
+        isolate(m, Trace.load(path), {"ids": IDS, "decoder_ids": [[0, 4, 6]]}, atol=1e-4, rtol=1e-3)
+    assert "encoder.final_norm.out" in err.value.hint
+
+
 def test_isolate_on_the_command_line(tmp_path):
     m = _load(DEFAULT)
     _, _, path = _port_with_a_faulty_block(m, tmp_path, 1)

@@ -287,12 +287,14 @@ def side_warnings(ref_meta: dict, mine_meta: dict) -> list[dict]:
             for w in run_warnings(meta)]
 
 
-def _input_of(trace) -> tuple[list[list[int]], str] | None:
-    """A trace's real token ids per row (padding dropped) and its padding side; None without input.ids."""
-    if "input.ids" not in trace or trace.step("input.ids").array is None:
+def _input_of(trace, prefix: str = "input.") -> tuple[list[list[int]], str] | None:
+    """A trace's real token ids per row (padding dropped) and its padding side; None without input.ids.
+    prefix "input.decoder_": an encoder-decoder's decoder input."""
+    if prefix + "ids" not in trace or trace.step(prefix + "ids").array is None:
         return None
-    ids = trace["input.ids"]
-    mask = trace["input.mask"] if "input.mask" in trace and trace.step("input.mask").array is not None else None
+    ids = trace[prefix + "ids"]
+    has_mask = prefix + "mask" in trace and trace.step(prefix + "mask").array is not None
+    mask = trace[prefix + "mask"] if has_mask else None
     if mask is None or mask.all():
         return [[int(i) for i in row] for row in ids], "right"
     side = "left" if (mask[:, 0] == 0).any() else "right"

@@ -1,6 +1,7 @@
 """`tracer diff --isolate REF PORT`: the error each block of PORT adds on its own (see tracer.model.isolate).
 
-REF is a checkpoint folder (or GGUF), PORT a trace holding embed.out and every blocks.L.resid_post. Exit 0
+REF is a checkpoint folder (or GGUF), PORT a trace holding embed.out and every blocks.L.resid_post (each stack's,
+under encoder. and decoder., with the encoder's output, for an encoder-decoder). Exit 0
 when every block is within tolerance, 1 when one is not (the block adding the most is named), 2 error.
 """
 
@@ -40,9 +41,13 @@ def run_isolate(a: Path, b: Path, text: str | None, id_rows, names: str, atol: f
         if taken is None:
             raise TracerError(f"{b} has no input.ids to run {a} on", hint="give TEXT or --ids")
         run_inputs = {"ids": taken[0], "pad_side": taken[1]}
+        decoder = _input_of(port, "input.decoder_")
+        if decoder is not None and model.route == "encoder-decoder":
+            run_inputs["decoder_ids"] = decoder[0]
     run_inputs["allow_long"] = allow_long
     if names != "identity":
-        port = aligned_pair(model.run(keep=("embed.out", "blocks.*.resid_post"), **run_inputs), port, names)[1]
+        keep = ("*embed.out", "*blocks.*.resid_post", "encoder.final_norm.out")
+        port = aligned_pair(model.run(keep=keep, **run_inputs), port, names)[1]
     result = isolate(model, port, run_inputs, atol, rtol)
     console = make_console()
     if as_json:

@@ -4,6 +4,11 @@ A port's accumulated error at `blocks.L.resid_post` mixes what block L did wrong
 it passed on. Patching the residual stream entering block L (`embed.out` for block 0, else
 `blocks.{L-1}.resid_post`) with the port's value and running the reference from there gives the reference's
 answer to the port's own input; the port's `blocks.L.resid_post` differs from it only by block L's error.
+
+An encoder-decoder has two stacks, each isolated the same way under its prefix (`encoder.blocks.L`,
+`decoder.blocks.L`); a decoder block also reads the encoder's output through cross-attention, so its rerun
+is given the port's encoder output too (`encoder.final_norm.out`, or the last encoder block's resid_post
+where the encoder has no final norm): a faulty encoder is charged to its own blocks, not to the decoder's.
 """
 
 from __future__ import annotations
@@ -37,12 +42,22 @@ class Isolation:
                 "atol": self.atol, "rtol": self.rtol}
 
 
-def block_steps(n_layers: int) -> list[tuple[str, str | None, str]]:
-    """(block, the step entering it or None for the embedding, the step leaving it), in order."""
-    out = [("embed", None, "embed.out")]
+def block_steps(n_layers: int, prefix: str = "") -> list[tuple[str, str | None, str]]:
+    """(block, the step entering it or None for the embedding, the step leaving it), in order, for one stack."""
+    out = [(f"{prefix}embed", None, f"{prefix}embed.out")]
     for i in range(n_layers):
-        out.append((f"blocks.{i}", "embed.out" if i == 0 else f"blocks.{i - 1}.resid_post", f"blocks.{i}.resid_post"))
+        entering = f"{prefix}embed.out" if i == 0 else f"{prefix}blocks.{i - 1}.resid_post"
+        out.append((f"{prefix}blocks.{i}", entering, f"{prefix}blocks.{i}.resid_post"))
     return out
+
+
+def plan_of(spec) -> tuple[list[tuple[str, str | None, str]], str | None]:
+    """Every block of every stack in order, and the step a decoder's cross-attention reads (None: one stack)."""
+    if spec.route != "encoder-decoder":
+        return block_steps(spec.n_layers), None
+    enc = spec.encoder
+    memory = "encoder.final_norm.out" if enc.final_norm else f"encoder.blocks.{enc.n_layers - 1}.resid_post"
+    return block_steps(enc.n_layers, "encoder.") + block_steps(spec.n_layers, "decoder."), memory
 
 
 def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
@@ -59,18 +74,18 @@ def _within(mine: np.ndarray, expected: np.ndarray, atol: float, rtol: float) ->
 
 
 def isolate(model, port, run_inputs: dict, atol: float, rtol: float) -> Isolation:
-    """`port`: a Trace under tracer's names holding embed.out and every blocks.L.resid_post whole;
+    """`port`: a Trace under tracer's names holding embed.out and every blocks.L.resid_post whole (of each stack,
+    and the encoder's output, for an encoder-decoder);
     run_inputs: Model.run's input keywords (ids=..., pad_side=...), the port's input."""
-    if model.route == "encoder-decoder":
-        raise TracerError("--isolate reruns the blocks of one stack; encoder-decoder models have two",
-                          hint="diff the two traces step by step instead (tracer diff REF PORT)")
-    plan = block_steps(model.spec.n_layers)
-    needed = [leaving for _, _, leaving in plan]
+    plan, memory = plan_of(model.spec)
+    needed = [leaving for _, _, leaving in plan] + ([memory] if memory and memory not in [p[2] for p in plan] else [])
     missing = [n for n in needed if n not in port or port.step(n).array is None]
     if missing:
+        keep = "--keep '*embed.out' --keep '*blocks.*.resid_post' --keep " + memory if memory else \
+            "--keep embed.out --keep 'blocks.*.resid_post'"
         raise TracerError(f"--isolate needs the port's residual stream at every block; it lacks {missing[0]}"
                           + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""),
-                          hint="record embed.out and blocks.{i}.resid_post whole (tracer run --keep 'blocks.*.resid_post' --keep embed.out)")
+                          hint=f"record them whole: tracer run {keep}")
     clean = model.run(keep=tuple(needed), **run_inputs)
     rows = []
     for block, entering, leaving in plan:
@@ -81,7 +96,10 @@ def isolate(model, port, run_inputs: dict, atol: float, rtol: float) -> Isolatio
         accumulated = _max_abs(mine, ref)
         expected = ref  # the embedding reads only the ids
         if entering is not None:
-            expected = model.run(keep=(leaving,), patch={entering: port[entering]}, **run_inputs)[leaving]
+            patch = {entering: port[entering]}
+            if memory and block.startswith("decoder."):  # cross-attention reads the port's encoder output
+                patch[memory] = port[memory]
+            expected = model.run(keep=(leaving,), patch=patch, **run_inputs)[leaving]
         added = _max_abs(mine, expected)
         scale = float(np.abs(ref.astype(np.float64)).max()) if ref.size else 0.0
         rows.append(BlockError(block, leaving, added, accumulated, scale, _within(mine, expected, atol, rtol)))
