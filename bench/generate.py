@@ -58,11 +58,9 @@ def side(kind: str, folder: str, n_prompt: int, n_new: int, repeat: int) -> dict
             return t1 - t0, t2 - t1, new
     else:
         import tracer
-        from tracer.model.allocator import reuse_freed_memory
         from tracer.engine.forward import forward
         from tracer.model.generate import GenerateOptions, generate
 
-        reuse_freed_memory()
         model = tracer.load_model(folder)
 
         class Last:  # the whole-sequence forward, keeping only the logits
