@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracer.arch.spec import RopeSpec
 from tracer.engine import ops
@@ -88,3 +90,23 @@ def test_causal_window_and_padding_masks():
     parts = build_keep(np.array([[0, 0, 1, 1], [1, 1, 1, 1]]), causal=True, window=None, q_len=4)
     np.testing.assert_array_equal(parts.keep[0, 0], [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]])
     np.testing.assert_array_equal(parts.keep[1, 0], np.tril(np.ones((4, 4))))
+
+
+_cells = st.one_of(st.floats(-2.0**100, 2.0**100, width=32), st.sampled_from([np.nan, np.inf, -np.inf, -0.0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.sampled_from([(2, 3, 4, 5), (1, 4, 3, 3), (3, 1, 2, 6)]), st.sampled_from([np.float32, np.float64]))
+def test_mask_blocked_is_np_where_to_the_value(data, shape, dtype):
+    """The additive 0/-inf bias gives np.where(keep, x, -inf) exactly (NaN where it is NaN, +0.0 for -0.0 in a kept
+    cell), for keep-masks broadcast on the heads and the queries as tracer builds them, and full ones."""
+    from tracer.engine.ops import mask_blocked
+
+    x = np.array(data.draw(st.lists(_cells, min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))),
+                 dtype=dtype).reshape(shape)
+    keep_shape = data.draw(st.sampled_from([(shape[0], 1, shape[2], shape[3]), (shape[0], 1, 1, shape[3]), shape]))
+    keep = np.array(data.draw(st.lists(st.booleans(), min_size=int(np.prod(keep_shape)),
+                                       max_size=int(np.prod(keep_shape))))).reshape(keep_shape)
+    got, want = mask_blocked(x, keep), np.where(keep, x, -np.inf).astype(dtype)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)  # NaN == NaN, -0.0 == 0.0, -inf == -inf

@@ -11,7 +11,7 @@ from tracer.engine.ports import StepSink, Weights
 from tracer.engine.row_blocks import block_rows
 from tracer.engine.cache import LayerCache
 from tracer.engine.norms import norm, norm_op
-from tracer.engine.ops import affine_op, linear, softcap, softmax
+from tracer.engine.ops import affine_op, linear, mask_blocked, softcap, softmax
 from tracer.engine.rope import apply_rotary
 from tracer.steps import MASKED_OP
 
@@ -126,7 +126,7 @@ def _whole_weights(scores, position_bias, keep, bias, spec: Spec, a: str, rec: S
         scores = rec(a + "scores", scores, _BHQK, score_op)
     rec(a + "mask", keep, _BHQK, _MASK_OP)
     shown = scores if bias is None else scores + bias
-    masked = rec(a + "masked_scores", np.where(keep, shown, -np.inf).astype(scores.dtype, copy=False), _BHQK,
+    masked = rec(a + "masked_scores", mask_blocked(shown, keep), _BHQK,
                  _masked_op(bias))
     return rec(a + "weights", softmax(masked), _BHQK, _WEIGHTS_OP)
 
@@ -160,10 +160,8 @@ def _blocked_mix(q, k, v, keep, bias, position_bias, spec: Spec, a: str, rec: St
         c0, c1 = attended_columns(keep_rows)  # keys outside c0:c1 are blocked for every row of the block
         skipped = s.size // s.shape[-1] * (s.shape[-1] - (c1 - c0))
         shown = s[..., c0:c1] if bias is None else s[..., c0:c1] + _cols(_rows(bias, r0, r1), c0, c1)
-        keep_block = np.broadcast_to(_cols(keep_rows, c0, c1), shown.shape)
-        masked.add(shown[keep_block])  # the attended cells; every other one is -inf (counted, not scanned)
-        masked.add_constant(-np.inf, skipped + keep_block.size - int(np.count_nonzero(keep_block)))
-        m = np.where(keep_block, shown, -np.inf).astype(dtype, copy=False)
+        m = masked.add(mask_blocked(shown, _cols(keep_rows, c0, c1)))  # its blocked cells count as -inf
+        masked.add_constant(-np.inf, skipped)  # the keys outside c0:c1: -inf too (counted, not scanned)
         w = weighted.add(softmax(m))  # the skipped keys would get exp(-inf) = 0
         weighted.add_constant(0.0, skipped)
         z[:, :, r0:r1] = grouped_mix(w, v[:, :, c0:c1])

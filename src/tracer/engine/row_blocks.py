@@ -11,8 +11,7 @@ from __future__ import annotations
 from tracer.engine.ports import StepSink
 
 BLOCK_BYTES = 8 * 2**20  # one block of scores: small enough to stay in cache (measured best of 1-32 MiB)
-HEAD_BLOCK_BYTES = 128 * 2**20  # one block of logits: every block packs all of W_U again (GPT-2: 154 MB), so few
-# large blocks (GPT-2: 652 rows; a 512-token input in one) beat 32 MiB ones (166 rows, 4 packings at 512 tokens)
+HEAD_BLOCK_BYTES = 32 * 2**20  # one block of logits: 256+ rows keep x @ W_U near full speed (41 rows: half)
 
 
 def block_rows(rec: StepSink, names: tuple[str, ...], n_rows: int, row_bytes: int,
