@@ -146,6 +146,15 @@ def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
             "first_s": first, "peak_mb": _rss_mb(), "base_mb": base, "kernel": blas_kernel()}
 
 
+def add_common_args(ap: argparse.ArgumentParser) -> None:
+    """--repeat, --blas and the hidden options a side's subprocess is called with (bench_scale.py too)."""
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--blas", choices=("native", "as-is"), default="native")
+    ap.add_argument("--side", help=argparse.SUPPRESS)
+    ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--tokens", type=int, help=argparse.SUPPRESS)
+
+
 def environment(blas: str) -> dict:
     env = dict(os.environ)
     if blas == "native":
@@ -183,11 +192,7 @@ def _ensure(arch: str, tokens: int) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of: {', '.join(ROWS)}")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--blas", choices=("native", "as-is"), default="native")
-    ap.add_argument("--side", help=argparse.SUPPRESS)
-    ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--tokens", type=int, help=argparse.SUPPRESS)
+    add_common_args(ap)
     args = ap.parse_args()
     if args.side:
         print(json.dumps(side(args.side, str(args.folder), args.tokens, args.repeat)))

@@ -33,7 +33,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_forward import environment  # noqa: E402
+from bench_forward import add_common_args, environment  # noqa: E402
 
 SHAPES = {  # hidden, layers, heads, kv heads, d_ff, vocab, max positions
     "1b": dict(hidden=2048, layers=22, heads=32, kv=4, d_ff=5632, vocab=32000, max_pos=2048),
@@ -246,11 +246,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("scenario", nargs="?", choices=("1b", "long", "7b"), help="default: 1b then 7b")
     ap.add_argument("--scratch", type=Path, default=HERE / "out", help="where checkpoints are built")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--blas", choices=("native", "as-is"), default="native")
-    ap.add_argument("--side", help=argparse.SUPPRESS)
-    ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--tokens", type=int, help=argparse.SUPPRESS)
+    add_common_args(ap)
     args = ap.parse_args()
     if args.side:
         print(json.dumps(side(args.side, str(args.folder), args.tokens, args.repeat)))
