@@ -181,6 +181,21 @@ def test_isolate_an_encoder_decoder_on_the_command_line_runs_the_port_s_decoder_
     assert [b["block"] for b in data["blocks"] if not b["within"]] == ["decoder.blocks.0"]
 
 
+def test_isolate_reads_a_port_under_its_own_names_through_a_map(tmp_path):
+    """--names: a port's own names (here `emb`, `layer{i}/out`) mapped onto the residual steps --isolate reads."""
+    from safetensors.numpy import save_file
+
+    m = _load(DEFAULT)
+    _, port, _ = _port_with_a_faulty_block(m, tmp_path, 1)
+    dump = {"emb": port["embed.out"], **{f"layer{i}/out": port[f"blocks.{i}.resid_post"] for i in range(m.spec.n_layers)}}
+    save_file({k: np.ascontiguousarray(v) for k, v in dump.items()}, str(tmp_path / "own.safetensors"))
+    (tmp_path / "map.json").write_text(json.dumps({"emb": "embed.out", "layer{i}/out": "blocks.{i}.resid_post"}))
+    r = runner.invoke(app, ["diff", "--isolate", str(DEFAULT), str(tmp_path / "own.safetensors"), "--ids",
+                            ",".join(map(str, IDS[0])), "--names", str(tmp_path / "map.json"), "--json"])
+    assert r.exit_code == 1, r.output
+    assert json.loads(r.stdout)["responsible"] == "blocks.1"
+
+
 def test_isolate_an_encoder_decoder_needs_both_stacks_and_the_encoder_output(tmp_path):
     m = _load(model_dir("t5"))
     path = tmp_path / "partial.safetensors"

@@ -21,7 +21,7 @@ def run_isolate(a: Path, b: Path, text: str | None, id_rows, names: str, atol: f
     from tracer.cli.diff_cmd import _input_of, _is_model, _load
     from tracer.diff import aligned_pair
     from tracer.diff.files import load_side
-    from tracer.model.isolate import isolate
+    from tracer.model.isolate import isolate, plan_of
     from tracer.numbers import json_safe
 
     for p in (a, b):
@@ -46,7 +46,8 @@ def run_isolate(a: Path, b: Path, text: str | None, id_rows, names: str, atol: f
             run_inputs["decoder_ids"] = decoder[0]
     run_inputs["allow_long"] = allow_long
     if names != "identity":
-        keep = ("*embed.out", "*blocks.*.resid_post", "encoder.final_norm.out")
+        plan, memory = plan_of(model.spec)  # the steps --isolate reads, under tracer's names
+        keep = tuple(dict.fromkeys([leaving for _, _, leaving in plan] + ([memory] if memory else [])))
         port = aligned_pair(model.run(keep=keep, **run_inputs), port, names)[1]
     result = isolate(model, port, run_inputs, atol, rtol)
     console = make_console()
