@@ -110,3 +110,70 @@ def test_mask_blocked_is_np_where_to_the_value(data, shape, dtype):
     got, want = mask_blocked(x, keep), np.where(keep, x, -np.inf).astype(dtype)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)  # NaN == NaN, -0.0 == 0.0, -inf == -inf
+
+
+def _softmax_one_pass(x: np.ndarray) -> np.ndarray:
+    """The softmax as one whole-tensor expression (what ops.softmax computes a piece of rows at a time)."""
+    m = np.max(x, axis=-1, keepdims=True)
+    m[~np.isfinite(m)] = 0.0
+    e = np.exp(np.ascontiguousarray(x - m))
+    s = np.sum(e, axis=-1, keepdims=True)
+    s[s == 0] = 1.0
+    return e / s
+
+
+_FLOAT32_VALUES = st.one_of(st.floats(-60, 60, width=32), st.sampled_from([-np.inf, 0.0, -0.0, 1e-30, 88.0]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.sampled_from([(7, 11), (1, 5, 33), (2, 3, 9), (13, 1)]), st.integers(1, 400))
+def test_softmax_in_pieces_of_rows_is_bit_identical_to_whole(data, shape, piece_bytes):
+    """Large tensors are softmaxed a piece of rows at a time; any piece size gives the whole tensor's bits
+    (fully masked rows included)."""
+    n = int(np.prod(shape))
+    x = np.array(data.draw(st.lists(_FLOAT32_VALUES, min_size=n, max_size=n)), np.float32).reshape(shape)
+    old = ops._SOFTMAX_PIECE_BYTES
+    ops._SOFTMAX_PIECE_BYTES = piece_bytes  # from one row a piece to the whole tensor in one
+    try:
+        got = ops.softmax(x)
+    finally:
+        ops._SOFTMAX_PIECE_BYTES = old
+    np.testing.assert_array_equal(got, _softmax_one_pass(x))
+    assert got.dtype == np.float32 and got.shape == x.shape
+
+
+def test_softmax_in_pieces_on_logits_sized_input():
+    """The logits' real case: more than a piece, a piece boundary mid-tensor, and a non-contiguous input."""
+    x = (RNG.standard_normal((2, 150, 5003)) * 4).astype(np.float32)  # 6 MB: two pieces and a part
+    assert x.nbytes > ops._SOFTMAX_PIECE_BYTES
+    np.testing.assert_array_equal(ops.softmax(x), _softmax_one_pass(x))
+    t = x.transpose(1, 0, 2)  # [150, 2, 5003], not C-contiguous
+    np.testing.assert_array_equal(ops.softmax(t), _softmax_one_pass(t))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(width=32, allow_nan=True), st.floats(-12, 12, width=32)), min_size=1, max_size=64))
+def test_gelu_tanh_in_place_is_the_expression_bit_for_bit(values):
+    """gelu_tanh runs in two arrays in place; the bits are those of the one-line expression (inf and NaN too)."""
+    x = np.array(values, np.float32)
+    c = math.sqrt(2.0 / math.pi)
+    with np.errstate(all="ignore"):
+        want = 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * (x * x * x))))
+        got = ops.gelu_tanh(x)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("d_head", [4, 16, 64, 128, 96, 256])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scores_scaled_before_or_after_the_product_are_the_same_bits(d_head, dtype):
+    """grouped_scores applies a power-of-two scale (d_head 4, 16, 64, 256) to q before the product; the scores
+    are still exactly (q @ k^T) * scale, and other scales (96, 128) are applied after as before."""
+    from tracer.engine.attention import exact_prescale, grouped_scores
+
+    scale = d_head ** -0.5
+    assert exact_prescale(scale) == (d_head in (4, 16, 64, 256))
+    q = (RNG.standard_normal((2, 4, 9, d_head)) * 3).astype(dtype)
+    k = (RNG.standard_normal((2, 2, 13, d_head)) * 3).astype(dtype)
+    want = np.concatenate([q[:, :2] @ k[:, :1].swapaxes(-1, -2), q[:, 2:] @ k[:, 1:].swapaxes(-1, -2)], axis=1)
+    want *= scale  # two query heads per kv head
+    np.testing.assert_array_equal(grouped_scores(q, k, scale), want)

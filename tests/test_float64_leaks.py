@@ -41,8 +41,16 @@ class Float64Returns:
     def __call__(self, frame, event, arg):
         if event == "return" and frame.f_code.co_filename.startswith(ENGINE) and isinstance(arg, np.ndarray):
             # generate's per-step probabilities [batch, vocab] are widened on purpose, after the pass
-            if arg.dtype == np.float64 and frame.f_back.f_code.co_name != "_choose_all":
+            if arg.dtype == np.float64 and not _called_from(frame, "_choose_all"):
                 self.found.setdefault(f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}", arg.shape)
+
+
+def _called_from(frame, name: str) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name == name:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _inputs(model) -> dict:

@@ -4,6 +4,8 @@ Self-attention reads keys and values from its own input; cross-attention from th
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tracer.arch.spec import Spec
@@ -32,13 +34,28 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
 
 
 def grouped_scores(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
-    """q.k^T * scale; each kv head serves `group` query heads, without copying K."""
+    """q.k^T * scale; each kv head serves `group` query heads, without copying K.
+
+    A power-of-two scale (d_head 64: 1/8) is applied to q before the product instead of to the scores after:
+    multiplying by a power of two is exact, so every product and partial sum is the same number times the
+    scale and the scores are the same bits (outside the subnormal range), for one pass over [q, d] instead of
+    one over [q, kv] (a quarter of the product's own time for a block of 2,048 keys)."""
     b, h, tq, d = q.shape
     kv = k.shape[1]
     qg = q.reshape(b, kv, h // kv, tq, d)  # [b, kv, group, q, d]
+    exact = exact_prescale(scale)
+    if exact and scale != 1.0:
+        qg = qg * scale
     s = qg @ k[:, :, None].swapaxes(-1, -2)  # [b, kv, group, q, d] @ [b, kv, 1, d, k] -> [b, kv, group, q, k]
-    s *= scale
+    if not exact:
+        s *= scale
     return s.reshape(b, h, tq, k.shape[2])  # [b, heads, q, k]
+
+
+def exact_prescale(scale: float) -> bool:
+    """A power of two between 2^-64 and 1 (q * scale then rounds nothing for q of ordinary magnitude)."""
+    mantissa, exponent = math.frexp(scale)
+    return mantissa == 0.5 and -63 <= exponent <= 1
 
 
 def grouped_mix(w: np.ndarray, v: np.ndarray) -> np.ndarray:
