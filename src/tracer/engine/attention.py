@@ -39,7 +39,7 @@ def grouped_scores(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
     A power-of-two scale (d_head 64: 1/8) is applied to q before the product instead of to the scores after:
     multiplying by a power of two is exact, so every product and partial sum is the same number times the
     scale and the scores are the same bits (outside the subnormal range), for one pass over [q, d] instead of
-    one over [q, kv] (a quarter of the product's own time for a block of 2,048 keys)."""
+    one over [q, kv] (85 rows by 2,048 keys: 2.4 against 2.8 ms)."""
     b, h, tq, d = q.shape
     kv = k.shape[1]
     qg = q.reshape(b, kv, h // kv, tq, d)  # [b, kv, group, q, d]
