@@ -33,7 +33,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_forward import add_common_args, environment  # noqa: E402
+from bench_forward import add_common_args, environment, products_floor  # noqa: E402
 
 SHAPES = {  # hidden, layers, heads, kv heads, d_ff, vocab, max positions
     "1b": dict(hidden=2048, layers=22, heads=32, kv=4, d_ff=5632, vocab=32000, max_pos=2048),
@@ -162,6 +162,8 @@ def status() -> dict[str, float]:
 
 
 def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
+    if kind == "floor":  # bench_forward.py's floor: the dense products alone, on weights widened beforehand
+        return products_floor(folder, n_tokens, repeat)
     ids = [[(i * 7919) % 31000 + 3 for i in range(n_tokens)]]
     with MemorySampler() as mem:
         t0 = time.perf_counter()
@@ -225,6 +227,11 @@ def scenario(name: str, args, env: dict) -> bool:
         print("512 tokens; transformers: float32 eager with hidden states and attentions; tracer: statistics only, "
               f"in-process, best of {args.repeat}; goal: tracer <= 0.70x transformers' time")
         table(rows, rows[0])
+        floor = run_side("floor", folder, 512, args.repeat, env)
+        least = floor["median_s"] / rows[0]["best_s"]
+        print(f"floor: the dense products alone, float32 (widening not counted), {floor['median_s']:.2f} s = {least:.2f}x "
+              f"transformers' time ({floor['gflops']:.0f} GFLOPS)" + (": the goal is beyond it, not reachable on this "
+                                                                      "machine's BLAS" if 0.70 < least else ""))
         goal = rows[1]["best_s"] <= 0.70 * rows[0]["best_s"]
     elif name == "long":
         rows = [run_side("tracer-stats", folder, n, args.repeat, env) for n in (512, 4096)]
