@@ -35,6 +35,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_forward import add_common_args, environment, products_floor  # noqa: E402
 
+GOAL_1B = 0.70  # issue 20: tracer's 1.1 B forward at most this fraction of transformers'
+
 SHAPES = {  # hidden, layers, heads, kv heads, d_ff, vocab, max positions
     "1b": dict(hidden=2048, layers=22, heads=32, kv=4, d_ff=5632, vocab=32000, max_pos=2048),
     "7b": dict(hidden=4096, layers=32, heads=32, kv=8, d_ff=14336, vocab=32000, max_pos=4096),
@@ -225,14 +227,14 @@ def scenario(name: str, args, env: dict) -> bool:
     if name == "1b":
         rows = [run_side("transformers", folder, 512, args.repeat, env), run_side("tracer-stats", folder, 512, args.repeat, env)]
         print("512 tokens; transformers: float32 eager with hidden states and attentions; tracer: statistics only, "
-              f"in-process, best of {args.repeat}; goal: tracer <= 0.70x transformers' time")
+              f"in-process, best of {args.repeat}; goal: tracer <= {GOAL_1B:.2f}x transformers' time")
         table(rows, rows[0])
         floor = run_side("floor", folder, 512, args.repeat, env)
         least = floor["median_s"] / rows[0]["best_s"]
         print(f"floor: the dense products alone, float32 (widening not counted), {floor['median_s']:.2f} s = {least:.2f}x "
               f"transformers' time ({floor['gflops']:.0f} GFLOPS)" + (": the goal is beyond it, not reachable on this "
-                                                                      "machine's BLAS" if 0.70 < least else ""))
-        goal = rows[1]["best_s"] <= 0.70 * rows[0]["best_s"]
+                                                                      "machine's BLAS" if GOAL_1B < least else ""))
+        goal = rows[1]["best_s"] <= GOAL_1B * rows[0]["best_s"]
     elif name == "long":
         rows = [run_side("tracer-stats", folder, n, args.repeat, env) for n in (512, 4096)]
         print("tracer, statistics only; ratios against the 512-token run")

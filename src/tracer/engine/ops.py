@@ -150,8 +150,7 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
         for r in range(0, rows.shape[0], step):
             _softmax_into(rows[r : r + step], out[r : r + step], -1)
         return out.reshape(x.shape)
-    e = np.empty(x.shape, np.result_type(x, np.float32) if x.dtype.kind != "f" else x.dtype)
-    return _softmax_into(x, e, axis)
+    return _softmax_into(x, np.empty(x.shape, x.dtype), axis)
 
 
 _SOFTMAX_PIECE_BYTES = 4 * 2**20  # rows of a piece: a few MiB stay in L2/L3 (measured: 8-16 logits rows best)
