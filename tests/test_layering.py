@@ -27,7 +27,7 @@ def test_the_command_line_does_not_import_torch():
 # rooms on one line do not import each other. Top-level modules count as rooms of their own name.
 FLOORS = [
     ["errors"],
-    ["steps", "outputs", "numbers"],
+    ["steps", "outputs", "numbers", "threads"],
     ["checkpoint"],
     ["arch"],
     ["trace"],

@@ -42,6 +42,10 @@ def _sigint_ignored() -> bool:
 _SIGINT_IGNORED = _sigint_ignored()  # as the process started (e.g. a background job of a script): kept so
 _started_as_the_command()
 
+from tracer.threads import park_blas_threads  # noqa: E402  (before anything loads NumPy: see tracer.threads)
+
+park_blas_threads()
+
 from tracer.errors import TracerError  # noqa: E402
 
 # Lazy so that `import tracer` stays cheap and the CLI starts fast.

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from tracer.engine.ports import Weights
+from tracer.threads import in_halves
 
 
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
@@ -52,10 +53,13 @@ def softcap(x: np.ndarray, cap: float) -> np.ndarray:
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GELU, tanh approximation (GPT-2's gelu_new, Gemma's gelu_pytorch_tanh):
-    0.5 x (1 + tanh(c (x + 0.044715 x^3))), c = sqrt(2 / pi).
+    0.5 x (1 + tanh(c (x + 0.044715 x^3))), c = sqrt(2 / pi)."""
+    return by_rows(_gelu_tanh_into, x)
 
-    In two arrays, in place: the same operations on the same operands in the same order as the expression
-    (a * b and b * a round alike), so the same bits, with two temporaries instead of eight."""
+
+def _gelu_tanh_into(x: np.ndarray, out: np.ndarray) -> None:
+    """In two arrays, in place: the same operations on the same operands in the same order as the expression
+    (a * b and b * a round alike), so the same bits, with one temporary instead of eight."""
     c = math.sqrt(2.0 / math.pi)
     inner = np.multiply(x, x)
     inner *= x  # x^3
@@ -64,40 +68,66 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     inner *= c
     np.tanh(inner, out=inner)
     inner += 1.0
-    half_x = np.multiply(x, 0.5)
-    half_x *= inner  # (0.5 x) * (1 + tanh(...))
-    return half_x
+    np.multiply(x, 0.5, out=out)
+    out *= inner  # (0.5 x) * (1 + tanh(...))
 
 
 def gelu_erf(x: np.ndarray) -> np.ndarray:
     """GELU with the exact error function: 0.5 x (1 + erf(x / sqrt 2))."""
-    y = erf(x * (1.0 / math.sqrt(2.0)))  # a fresh array: the rest happens in place
-    y += 1.0
-    y *= x
-    y *= 0.5
-    return y
+    return by_rows(_gelu_erf_into, x)
+
+
+def _gelu_erf_into(x: np.ndarray, out: np.ndarray) -> None:
+    erf(x * (1.0 / math.sqrt(2.0)), out=out)
+    out += 1.0
+    out *= x
+    out *= 0.5
 
 
 def silu(x: np.ndarray) -> np.ndarray:
-    """x / (1 + exp(-x)), in one temporary (the same operations in the same order)."""
-    y = np.negative(x)
-    np.exp(y, out=y)
-    y += 1.0
-    return np.divide(x, y, out=y)
+    """x / (1 + exp(-x))."""
+    return by_rows(_silu_into, x)
+
+
+def _silu_into(x: np.ndarray, out: np.ndarray) -> None:
+    np.negative(x, out=out)
+    np.exp(out, out=out)
+    out += 1.0
+    np.divide(x, out, out=out)
 
 
 def relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0.0)
 
 
+def by_rows(into, x: np.ndarray) -> np.ndarray:
+    """into(x_rows, out_rows) over the rows of x (its last axis whole): a new float array of x's shape, its
+    rows split over two threads when those are on (tracer.threads). Each element's operations are the same
+    whichever thread computes its row, so the numbers do not depend on the split."""
+    if x.dtype.kind != "f":
+        x = x.astype(np.float64)
+    out = np.empty(x.shape, x.dtype)
+    if x.ndim == 0 or not x.flags.c_contiguous:
+        into(x, out)
+        return out
+    xr, outr = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])  # views: [rows, last]
+    in_halves(lambda r0, r1: into(xr[r0:r1], outr[r0:r1]), xr.shape[0], x.nbytes)
+    return out
+
+
 ACTIVATIONS = {"gelu_tanh": gelu_tanh, "gelu": gelu_erf, "silu": silu, "relu": relu}
 
 
-def erf(x: np.ndarray) -> np.ndarray:
-    """Vectorised erf. float64: math.erf per element (exact to an ulp). float32: a
-    rational approximation with max abs error 1.2e-7 (Numerical Recipes erfc), below float32 resolution."""
+def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Vectorised erf (into `out` when given, of x's shape and dtype). float64: math.erf per element (exact to
+    an ulp). float32: a rational approximation with max abs error 1.2e-7 (Numerical Recipes erfc), below
+    float32 resolution."""
     if x.dtype == np.float64:
-        return _erf_exact(x).astype(np.float64)
+        exact = _erf_exact(x).astype(np.float64)
+        if out is None:
+            return exact
+        out[...] = exact
+        return out
     t = np.abs(x)
     t *= 0.5
     t += 1.0
@@ -106,7 +136,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     for c in reversed(_ERFC_POLY[:-1]):  # Horner, in place: one pass per coefficient, no temporaries
         poly *= t
         poly += c
-    erfc = np.multiply(x, x)
+    erfc = np.multiply(x, x, out=out)
     np.negative(erfc, out=erfc)
     erfc += poly
     np.exp(erfc, out=erfc)
@@ -140,17 +170,22 @@ def mask_blocked(x: np.ndarray, keep: np.ndarray) -> np.ndarray:
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """Stable softmax; a row that is entirely -inf (fully masked) gives zeros, not NaN.
 
-    Over the last axis of a tensor larger than the cache (the logits [batch, pos, vocab]), a piece of rows at
-    a time: each row's five passes then read the cache instead of memory (GPT-2's 512 x 50,257 logits: 66
-    against 83 ms). Each row is computed alone either way, so the numbers are the same."""
-    if axis in (-1, x.ndim - 1) and x.ndim >= 2 and x.nbytes > _SOFTMAX_PIECE_BYTES:
-        rows = x.reshape(-1, x.shape[-1])  # [rows, n] (a view for a contiguous x)
-        step = max(1, _SOFTMAX_PIECE_BYTES // max(1, rows.shape[1] * x.itemsize))
-        out = np.empty(rows.shape, x.dtype)
-        for r in range(0, rows.shape[0], step):
-            _softmax_into(rows[r : r + step], out[r : r + step], -1)
-        return out.reshape(x.shape)
-    return _softmax_into(x, np.empty(x.shape, x.dtype), axis)
+    Over the last axis, row by row: the rows split over two threads when those are on (tracer.threads), and
+    a tensor larger than the cache (the logits [batch, pos, vocab]) a piece of rows at a time, so each row's
+    five passes read the cache instead of memory (GPT-2's 512 x 50,257 logits: 66 against 83 ms on one
+    thread). Each row is computed alone either way, so the numbers are the same."""
+    if axis not in (-1, x.ndim - 1) or x.ndim < 2 or not (x.flags.c_contiguous or x.nbytes > _SOFTMAX_PIECE_BYTES):
+        return _softmax_into(x, np.empty(x.shape, x.dtype), axis)
+    rows = x.reshape(-1, x.shape[-1])  # [rows, n] (a view for a contiguous x)
+    out = np.empty(rows.shape, x.dtype)
+    step = max(1, _SOFTMAX_PIECE_BYTES // max(1, rows.shape[1] * x.itemsize))
+
+    def rows_of(r0: int, r1: int) -> None:
+        for r in range(r0, r1, step):
+            _softmax_into(rows[r : min(r + step, r1)], out[r : min(r + step, r1)], -1)
+
+    in_halves(rows_of, rows.shape[0], x.nbytes)
+    return out.reshape(x.shape)
 
 
 _SOFTMAX_PIECE_BYTES = 4 * 2**20  # rows of a piece: a few MiB stay in L2/L3 (measured: 8-16 logits rows best)

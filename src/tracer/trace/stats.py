@@ -7,6 +7,8 @@ import threading
 
 import numpy as np
 
+from tracer.threads import in_halves
+
 STAT_KEYS = ("mean", "std", "min", "max", "absmax", "nan", "inf")
 
 
@@ -26,13 +28,16 @@ def tensor_stats(a: np.ndarray) -> dict[str, float]:
         return _bool_stats(a)
     flat = a.reshape(-1)
     work = flat.dtype if flat.dtype in (np.float32, np.float64) else np.dtype(np.float32 if flat.dtype.kind in "fV" else np.float64)
-    bounds = range(0, flat.size, _CHUNK)
-    if len(bounds) >= _THREADED_CHUNKS and _THREADS > 1:
-        half = (len(bounds) // 2) * _CHUNK
-        later = _pool().submit(_moments, flat[half:], work)
-        m = _merge(_moments(flat[:half], work), later.result())
-    else:
-        m = _moments(flat, work)
+    chunks = -(-flat.size // _CHUNK)
+    parts: dict[int, Moments] = {}  # first chunk -> the moments of a run of chunks from it
+
+    def moments_of(c0: int, c1: int) -> None:
+        parts[c0] = _moments(flat[c0 * _CHUNK : c1 * _CHUNK], work)
+
+    in_halves(moments_of, chunks, flat.nbytes)  # each half's chunks on a core when two threads are on
+    m = _NONE
+    for c0 in sorted(parts):
+        m = _merge(m, parts[c0])
     n, mean, m2, lo, hi, nan, inf = m
     if n == 0:
         return {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0, "absmax": 0.0, "nan": nan, "inf": inf}
@@ -41,23 +46,11 @@ def tensor_stats(a: np.ndarray) -> dict[str, float]:
 
 
 _CHUNK = 1 << 18  # values per chunk: 1 MiB of float32 (L2 is 2 MiB), cache-resident for the passes after the first
-_THREADS = 1  # threads over one tensor's chunks; 2 measured slower on the shared 2-core machine (issue 20 note)
-_THREADED_CHUNKS = 8  # a tensor of at least this many chunks is split over the threads (below: not worth a hand-off)
-_POOL = None
 _LOCAL = threading.local()
 
 # (finite count, mean, sum of squared deviations, min, max, NaN count, Inf count) of some values
 Moments = tuple[int, float, float, float, float, int, int]
 _NONE: Moments = (0, 0.0, 0.0, math.inf, -math.inf, 0, 0)
-
-
-def _pool():
-    global _POOL
-    if _POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOL = ThreadPoolExecutor(_THREADS - 1, thread_name_prefix="tracer-stats")
-    return _POOL
 
 
 def _buffer(role: str, dtype: np.dtype, n: int) -> np.ndarray:

@@ -1,0 +1,184 @@
+"""The second core (tracer.threads): the rows of an elementwise step or the chunks of the statistics split over
+two threads give the same bits as one thread (statistics: within float64 merge rounding, 1e-12 relative); the
+helper thread sees the caller's errstate and raises into it; OpenBLAS's spin is shortened only before NumPy
+loads, and a value the user set is kept."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracer import threads
+from tracer.engine import ops
+from tracer.trace.stats import tensor_stats
+
+
+@contextlib.contextmanager
+def two_threads_on():
+    """Two threads on, for any size (the suite's process loaded NumPy before tracer, so they are off here)."""
+    saved = threads._parked, threads._blas, threads.cores, threads.MIN_SPLIT_BYTES
+    threads._parked, threads._blas, threads.cores, threads.MIN_SPLIT_BYTES = True, "scipy-openblas", (lambda: 2), 0
+    try:
+        yield
+    finally:
+        threads._parked, threads._blas, threads.cores, threads.MIN_SPLIT_BYTES = saved
+
+
+@pytest.fixture
+def two():
+    with two_threads_on():
+        yield
+
+
+def test_in_halves_splits_rows_between_this_thread_and_the_helper(two):
+    seen = []
+    threads.in_halves(lambda r0, r1: seen.append((r0, r1, threading.current_thread() is threading.main_thread())), 7, 1)
+    assert sorted(seen) == [(0, 3, True), (3, 7, False)]
+
+
+def test_in_halves_runs_whole_when_off_small_or_single_row(monkeypatch):
+    calls = []
+    work = lambda r0, r1: calls.append((r0, r1))  # noqa: E731
+    monkeypatch.setattr(threads, "_blas", "scipy-openblas")
+    monkeypatch.setattr(threads, "_parked", False)
+    threads.in_halves(work, 10, 1 << 30)  # off: OpenBLAS's threads spin on the second core
+    monkeypatch.setattr(threads, "_parked", True)
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    threads.in_halves(work, 10, threads.MIN_SPLIT_BYTES - 1)  # too small to be worth a hand-off
+    threads.in_halves(work, 1, 1 << 30)  # one row
+    monkeypatch.setattr(threads, "cores", lambda: 1)
+    threads.in_halves(work, 10, 1 << 30)  # one core
+    assert calls == [(0, 10), (0, 10), (0, 1), (0, 10)]
+
+
+@pytest.mark.parametrize("blas,parked,on", [("scipy-openblas", True, True), ("scipy-openblas", False, False),
+                                            ("accelerate", False, True), ("mkl", True, False), ("", True, False)])
+def test_two_threads_only_with_a_blas_whose_threads_sleep(monkeypatch, blas, parked, on):
+    monkeypatch.setattr(threads, "_blas", blas)
+    monkeypatch.setattr(threads, "_parked", parked)
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    assert threads.two_threads() is on
+
+
+def test_the_blas_numpy_was_built_with_is_read():
+    assert threads._blas_name() == str(np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]).lower()
+
+
+def test_the_helper_keeps_the_callers_errstate_and_raises_into_it(two):
+    x = np.full((4, 8), 1e30, np.float32)
+
+    def square(r0, r1):
+        x[r0:r1] * x[r0:r1]  # overflows
+
+    with np.errstate(over="raise"):
+        with pytest.raises(FloatingPointError):
+            threads.in_halves(lambda r0, r1: square(r0, r1) if r0 else None, 4, 1)  # only the helper's half
+    with np.errstate(over="ignore"):
+        threads.in_halves(square, 4, 1)  # ignored on both threads: no warning, no error
+
+
+def test_a_split_inside_a_split_runs_whole_on_the_helper(two):
+    """The helper is one thread: were it to wait for itself, a nested split would hang."""
+    seen = []
+
+    def outer(r0, r1):
+        threads.in_halves(lambda a, b: seen.append((r0, a, b)), 4, 1)
+
+    threads.in_halves(outer, 2, 1)
+    assert sorted(seen) == [(0, 0, 2), (0, 2, 4), (1, 0, 4)]  # the main thread's half split again, the helper's not
+
+
+_VALUES = st.one_of(st.floats(width=32, allow_nan=True), st.floats(-30, 30, width=32))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 40), st.data())
+def test_activations_and_softmax_split_over_two_threads_are_the_same_bits(rows, cols, data):
+    x = np.array(data.draw(st.lists(_VALUES, min_size=rows * cols, max_size=rows * cols)), np.float32).reshape(rows, cols)
+    fns = (ops.gelu_tanh, ops.gelu_erf, ops.silu, ops.softmax)
+    with np.errstate(all="ignore"):
+        one = [f(x) for f in fns]
+        with two_threads_on():
+            both = [f(x) for f in fns]
+    for f, a, b in zip(fns, one, both):
+        assert a.dtype == b.dtype == np.float32, f.__name__
+        assert_same_bits(a, b, f.__name__)
+
+
+def assert_same_bits(a: np.ndarray, b: np.ndarray, what: str = "") -> None:
+    """Equal bits, NaN where NaN; a NaN's sign is not compared (x86 makes -NaN in a vector lane, +NaN in the
+    scalar tail, and where a row's tail falls depends on the split; no step reads a NaN's sign)."""
+    nan = np.isnan(a)
+    np.testing.assert_array_equal(nan, np.isnan(b), err_msg=what)
+    np.testing.assert_array_equal(a[~nan].view(np.uint32), b[~nan].view(np.uint32), err_msg=what)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_VALUES, min_size=1, max_size=64))
+def test_gelu_erf_and_silu_are_their_expressions_bit_for_bit(values):
+    """Both run into one output array; the bits are those of the expressions they replaced (inf and NaN too)."""
+    x = np.array(values, np.float32)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(ops.gelu_erf(x), (ops.erf(x * (1.0 / math.sqrt(2.0))) + 1.0) * x * 0.5)
+        np.testing.assert_array_equal(ops.silu(x), x / (1.0 + np.exp(-x)))
+
+
+def test_logits_sized_softmax_and_a_masked_score_block_split_are_the_same_bits(two):
+    rng = np.random.default_rng(5)
+    logits = rng.standard_normal((1, 40, 50257)).astype(np.float32) * 4  # pieces of rows, then halves
+    scores = rng.standard_normal((1, 12, 85, 512)).astype(np.float32)
+    scores[..., 300:] = -np.inf  # masked keys; row 0 of head 0 fully masked
+    scores[0, 0, 0] = -np.inf
+    for x in (logits, scores):
+        threads._parked = False
+        one = ops.softmax(x)
+        threads._parked = True
+        assert_same_bits(ops.softmax(x), one)
+
+
+@pytest.mark.parametrize("n", [2 * 2**18, 5 * 2**18 + 17])
+def test_statistics_over_two_threads_match_one(two, n):
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 3 + 1).astype(np.float32)
+    x[::1001] = -np.inf
+    x[5] = np.nan
+    threads._parked = False
+    one = tensor_stats(x)
+    threads._parked = True
+    both = tensor_stats(x)
+    for k in ("min", "max", "absmax", "nan", "inf"):
+        assert both[k] == one[k], k
+    for k in ("mean", "std"):
+        assert both[k] == pytest.approx(one[k], rel=1e-12), k  # the two halves merged in float64
+
+
+def _in_fresh_python(code: str, **env: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if k != threads.SPIN_VAR}
+    return subprocess.run([sys.executable, "-c", code], env={**clean, **env}, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_import_tracer_before_numpy_shortens_openblas_spin_and_turns_two_threads_on():
+    out = _in_fresh_python("import os, tracer, tracer.threads as t; print(os.environ['OPENBLAS_THREAD_TIMEOUT'], t._parked)")
+    assert out == f"{threads.SPIN_LOG2_CYCLES} True"
+
+
+def test_numpy_loaded_first_leaves_openblas_alone_and_one_thread():
+    out = _in_fresh_python("import os, numpy, tracer, tracer.threads as t; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'), t._parked)")
+    assert out == "None False"
+
+
+@pytest.mark.parametrize("value,parked", [("30", False), ("8", True), ("soon", False)])
+def test_a_value_the_user_set_is_kept(value, parked):
+    out = _in_fresh_python("import os, tracer, tracer.threads as t; print(os.environ['OPENBLAS_THREAD_TIMEOUT'], t._parked)",
+                           OPENBLAS_THREAD_TIMEOUT=value)
+    assert out == f"{value} {parked}"
