@@ -177,3 +177,20 @@ def test_scores_scaled_before_or_after_the_product_are_the_same_bits(d_head, dty
     want = np.concatenate([q[:, :2] @ k[:, :1].swapaxes(-1, -2), q[:, 2:] @ k[:, 1:].swapaxes(-1, -2)], axis=1)
     want *= scale  # two query heads per kv head
     np.testing.assert_array_equal(grouped_scores(q, k, scale), want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 48), st.data())
+def test_norms_written_into_one_array_are_their_expressions_bit_for_bit(rows, cols, data):
+    """layer_norm and rms_norm run row by row into one output array; the bits are those of the expressions."""
+    floats = st.floats(-1e4, 1e4, width=32)
+    x = np.array(data.draw(st.lists(floats, min_size=rows * cols, max_size=rows * cols)), np.float32).reshape(rows, cols)
+    w, b = (np.array(data.draw(st.lists(st.floats(-3, 3, width=32), min_size=cols, max_size=cols)), np.float32)
+            for _ in range(2))
+    with np.errstate(all="ignore"):
+        centred = x - x.mean(axis=-1, keepdims=True)
+        ln = centred / np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + 1e-5) * w + b
+        y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+        np.testing.assert_array_equal(ops.layer_norm(x, w, b, 1e-5), ln)
+        np.testing.assert_array_equal(ops.rms_norm(x, w, 1e-6), y * w)
+        np.testing.assert_array_equal(ops.rms_norm(x, w, 1e-6, offset=1.0), y * (w + 1.0))

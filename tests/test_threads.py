@@ -101,14 +101,34 @@ _VALUES = st.one_of(st.floats(width=32, allow_nan=True), st.floats(-30, 30, widt
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 9), st.integers(1, 40), st.data())
-def test_activations_and_softmax_split_over_two_threads_are_the_same_bits(rows, cols, data):
+@given(st.integers(1, 9), st.integers(1, 40), st.sampled_from([1, 64, 1 << 20]), st.data())
+def test_row_steps_split_over_two_threads_are_the_same_bits(rows, cols, piece_bytes, data):
+    """Activations, softmax, norms and a bias add, split over two threads and, within each, in pieces of rows
+    (1 byte: a row at a time)."""
     x = np.array(data.draw(st.lists(_VALUES, min_size=rows * cols, max_size=rows * cols)), np.float32).reshape(rows, cols)
-    fns = (ops.gelu_tanh, ops.gelu_erf, ops.silu, ops.softmax)
+    w, b = (np.array(data.draw(st.lists(st.floats(-3, 3, width=32), min_size=cols, max_size=cols)), np.float32)
+            for _ in range(2))
+    W = np.eye(cols, dtype=np.float32)  # x @ I is x exactly: the bias add is what is split
+
+    def layer_norm(x):
+        return ops.layer_norm(x, w, b, 1e-5)
+
+    def rms_norm(x):
+        return ops.rms_norm(x, w, 1e-6, offset=1.0)
+
+    def linear(x):
+        return ops.linear(x, W, b)
+
+    fns = (ops.gelu_tanh, ops.gelu_erf, ops.silu, ops.softmax, layer_norm, rms_norm, linear)
     with np.errstate(all="ignore"):
         one = [f(x) for f in fns]
-        with two_threads_on():
-            both = [f(x) for f in fns]
+        saved = ops._PIECE_BYTES, ops._SOFTMAX_PIECE_BYTES
+        ops._PIECE_BYTES = ops._SOFTMAX_PIECE_BYTES = piece_bytes
+        try:
+            with two_threads_on():
+                both = [f(x) for f in fns]
+        finally:
+            ops._PIECE_BYTES, ops._SOFTMAX_PIECE_BYTES = saved
     for f, a, b in zip(fns, one, both):
         assert a.dtype == b.dtype == np.float32, f.__name__
         assert_same_bits(a, b, f.__name__)
@@ -182,3 +202,25 @@ def test_a_value_the_user_set_is_kept(value, parked):
     out = _in_fresh_python("import os, tracer, tracer.threads as t; print(os.environ['OPENBLAS_THREAD_TIMEOUT'], t._parked)",
                            OPENBLAS_THREAD_TIMEOUT=value)
     assert out == f"{value} {parked}"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork: POSIX only")
+def test_a_forked_child_gets_its_own_helper_thread(two):
+    """multiprocessing's fork start method copies the pool but not its thread: the child must not wait forever."""
+    threads.in_halves(lambda r0, r1: None, 4, 1)  # the parent's helper exists now
+    pid = os.fork()
+    if pid == 0:  # the child: split once more, exit 0 if it came back
+        seen = []
+        threads.in_halves(lambda r0, r1: seen.append(r0), 4, 1)
+        os._exit(0 if sorted(seen) == [0, 2] else 1)
+    for _ in range(100):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        import time
+
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung on the parent's helper thread")

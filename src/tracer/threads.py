@@ -18,6 +18,7 @@ alone changes neither the products nor decoding beyond this host's noise.
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
 import sys
 import threading
@@ -31,6 +32,7 @@ MIN_SPLIT_BYTES = 1 << 20  # below this, handing half a tensor to the other thre
 _parked: bool | None = None  # whether OpenBLAS's threads sleep soon after a product (set by park_blas_threads)
 _blas: str | None = None  # NumPy's BLAS, read at the first two_threads()
 _pool = None
+_pool_pid = 0  # the process that made _pool
 _on_helper = threading.local()  # .active on the helper thread: a split inside a split runs whole there
 
 
@@ -48,7 +50,9 @@ def park_blas_threads() -> bool:
     return _parked
 
 
+@functools.cache
 def cores() -> int:
+    """The cores this process may run on (read once)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
@@ -99,9 +103,10 @@ def _as_helper(work: Callable[[int, int], object], r0: int, r1: int) -> None:
 
 
 def _helper():
-    global _pool
-    if _pool is None:
+    """The helper thread's pool, made again in a forked child (the parent's thread does not exist there)."""
+    global _pool, _pool_pid
+    if _pool is None or _pool_pid != os.getpid():
         from concurrent.futures import ThreadPoolExecutor
 
-        _pool = ThreadPoolExecutor(1, thread_name_prefix="tracer-rows")
+        _pool, _pool_pid = ThreadPoolExecutor(1, thread_name_prefix="tracer-rows"), os.getpid()
     return _pool

@@ -15,10 +15,11 @@ from tracer.threads import in_halves
 
 
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-    """x @ w + b with w stored [in, out]."""
+    """x @ w + b with w stored [in, out]; the bias added in place, half the rows on each core (tracer.threads)."""
     y = x @ w  # [..., in] @ [in, out] -> [..., out]
     if b is not None:
-        y += b
+        rows = y.reshape(-1, y.shape[-1])  # a view: the product is a new C-contiguous array
+        in_halves(lambda r0, r1: np.add(rows[r0:r1], b, out=rows[r0:r1]), rows.shape[0], y.nbytes)
     return y
 
 
@@ -28,22 +29,31 @@ def affine_op(x: str, which: str, W: Weights, prefix: str) -> str:
 
 
 def layer_norm(x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, eps: float) -> np.ndarray:
-    mean = x.mean(axis=-1, keepdims=True)  # [..., 1]
-    centred = x - mean
+    """(x - mean) / sqrt(var + eps) * w + b over the last axis, row by row (by_rows)."""
+    return by_rows(lambda rows, out: _layer_norm_into(rows, w, b, eps, out), x)
+
+
+def _layer_norm_into(x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, eps: float, out: np.ndarray) -> None:
+    mean = x.mean(axis=-1, keepdims=True)  # [rows, 1]
+    centred = np.subtract(x, mean, out=out)
     var = np.mean(centred * centred, axis=-1, keepdims=True)  # biased variance, as torch
-    y = centred / np.sqrt(var + eps)
+    np.divide(centred, np.sqrt(var + eps), out=out)
     if w is not None:
-        y *= w
+        out *= w
     if b is not None:
-        y += b
-    return y
+        out += b
 
 
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float, offset: float = 0.0) -> np.ndarray:
-    """x / rms(x) * (offset + w); offset 1 is Gemma's `x * (1 + w)`."""
-    ms = np.mean(x * x, axis=-1, keepdims=True)  # [..., 1]
-    y = x / np.sqrt(ms + eps)
-    return y * (w + offset) if offset else y * w
+    """x / rms(x) * (offset + w); offset 1 is Gemma's `x * (1 + w)`. Row by row (by_rows)."""
+    scale = w + offset if offset else w
+    return by_rows(lambda rows, out: _rms_norm_into(rows, scale, eps, out), x)
+
+
+def _rms_norm_into(x: np.ndarray, scale: np.ndarray, eps: float, out: np.ndarray) -> None:
+    ms = np.mean(np.multiply(x, x, out=out), axis=-1, keepdims=True)  # [rows, 1]
+    np.divide(x, np.sqrt(ms + eps), out=out)
+    out *= scale
 
 
 def softcap(x: np.ndarray, cap: float) -> np.ndarray:
@@ -101,9 +111,11 @@ def relu(x: np.ndarray) -> np.ndarray:
 
 
 def by_rows(into, x: np.ndarray) -> np.ndarray:
-    """into(x_rows, out_rows) over the rows of x (its last axis whole): a new float array of x's shape, its
-    rows split over two threads when those are on (tracer.threads). Each element's operations are the same
-    whichever thread computes its row, so the numbers do not depend on the split."""
+    """into(x_rows, out_rows) over the rows of x (its last axis whole): a new float array of x's shape. The rows
+    are split over two threads when those are on (tracer.threads), and each thread takes its rows a piece of
+    about 1 MiB at a time, so an activation's many passes read the cache instead of memory (GELU with erf over
+    2,048 x 3,072: 38 against 72 ms; 512 rows: 8.2 against 10.2 ms). Each element's operations are the same
+    whichever thread and piece compute it, so the numbers do not depend on the split."""
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
     out = np.empty(x.shape, x.dtype)
@@ -111,9 +123,17 @@ def by_rows(into, x: np.ndarray) -> np.ndarray:
         into(x, out)
         return out
     xr, outr = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])  # views: [rows, last]
-    in_halves(lambda r0, r1: into(xr[r0:r1], outr[r0:r1]), xr.shape[0], x.nbytes)
+    step = max(1, _PIECE_BYTES // max(1, x.shape[-1] * x.itemsize))
+
+    def rows_of(r0: int, r1: int) -> None:
+        for r in range(r0, r1, step):
+            into(xr[r : min(r + step, r1)], outr[r : min(r + step, r1)])
+
+    in_halves(rows_of, xr.shape[0], x.nbytes)
     return out
 
+
+_PIECE_BYTES = 1 << 20  # an activation's piece of rows (measured: 0.5-1 MiB best, 2,048 x 3,072 twice as fast)
 
 ACTIVATIONS = {"gelu_tanh": gelu_tanh, "gelu": gelu_erf, "silu": silu, "relu": relu}
 
