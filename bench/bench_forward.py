@@ -160,8 +160,8 @@ def products_floor(folder: str, n_tokens: int, repeat: int) -> dict:
     products, the elementwise steps and the statistics come on top, so a ratio goal below floor / transformers
     cannot be met on this machine by any implementation that runs these products on this BLAS. With n_tokens 1
     it is one decoding step's products (each weight read once from memory): 1 / floor bounds tokens/s."""
-    import tracer  # before NumPy, as on tracer's own sides (tracer.threads)
     import numpy as np
+    import tracer
 
     model = tracer.load_model(folder)
     weights = [np.asarray(w) for name, w in model.weights.items()

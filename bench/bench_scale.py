@@ -29,7 +29,6 @@ import threading
 import time
 from pathlib import Path
 
-import tracer  # noqa: F401  (before NumPy, as the `tracer` command loads them: see tracer.threads)
 import numpy as np
 
 HERE = Path(__file__).resolve().parent

@@ -32,8 +32,6 @@ def prompt_ids(n: int) -> list[int]:
 
 def side(kind: str, folder: str, n_prompt: int, n_new: int, repeat: int) -> dict:
     """Runs in a subprocess: load, warm up, time `repeat` generations -> (prefill s, total s, new ids)."""
-    if kind != "transformers":
-        import tracer  # noqa: F401  (before NumPy, as the `tracer` command loads them: see tracer.threads)
     import numpy as np
 
     ids = [prompt_ids(n_prompt)]

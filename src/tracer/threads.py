@@ -4,20 +4,29 @@ NumPy releases the GIL in ufuncs and reductions on large arrays, so the rows of 
 two threads: each half is the same operations on the same numbers, so the same bits. That wins only if the
 second core is free. After every matrix product OpenBLAS's worker threads spin for 2^28 CPU cycles (about
 0.1 s) before they sleep, on the very core the second thread needs: with that default, splitting gains
-nothing (measured, issue 20). OPENBLAS_THREAD_TIMEOUT shortens the spin to 2^N cycles, but OpenBLAS reads it
-once, when NumPy first loads it. So `import tracer` sets it (unless the user did) when NumPy is not loaded
-yet: the `tracer` command always, a program that imports tracer before NumPy too (or sets the variable
-itself). Otherwise the elementwise steps stay on one thread, as before; `two_threads()` says which.
+nothing (measured, issue 20). OPENBLAS_THREAD_TIMEOUT shortens the spin to 2^N cycles. OpenBLAS reads it
+when it loads and applies it when it starts its threads, so:
+
+- `import tracer` before NumPy (the `tracer` command; a program that imports tracer first) sets the variable,
+  unless the user did, and OpenBLAS starts with it;
+- NumPy loaded first: `load_model` sets it the same way, has the loaded OpenBLAS read its environment again
+  (`openblas_read_env`) and stops its threads (`blas_thread_shutdown_`, what OpenBLAS itself does before a
+  fork); the next product starts them with the short spin. Both are exported by every OpenBLAS build.
+
+Elsewhere (another BLAS, no such symbols) the elementwise steps stay on one thread, as before;
+`two_threads()` says which.
 
 Measured (GPT-2 small, 512 tokens, 7 rounds alternating in one process, AVX2 host): with the spin shortened,
 two threads against one: bare forward 1.09 s against 1.18 s, statistics only 1.24 s against 1.49 s; with
 OpenBLAS's default spin two threads lose (1.30 s against 1.22 s, 1.55 s against 1.48 s). The shorter spin
-alone changes neither the products nor decoding beyond this host's noise.
+alone changes neither the products nor decoding beyond this host's noise: OpenBLAS's threads then cost
+0.001 s of CPU in the 0.3 s after a product instead of 0.11 s, and the products run as fast.
 """
 
 from __future__ import annotations
 
 import contextvars
+import ctypes
 import functools
 import os
 import sys
@@ -29,25 +38,73 @@ SPIN_LOG2_CYCLES = 16  # OpenBLAS's threads sleep after 2^16 cycles (~25 us) idl
 MOST_SPIN = 20  # a timeout up to 2^20 cycles (~0.4 ms) still leaves the second core to us during a step
 MIN_SPLIT_BYTES = 1 << 20  # below this, handing half a tensor to the other thread costs more than it saves
 
-_parked: bool | None = None  # whether OpenBLAS's threads sleep soon after a product (set by park_blas_threads)
+_parked: bool | None = None  # whether OpenBLAS's threads sleep soon after a product
+_late = False  # NumPy (so OpenBLAS) was loaded before tracer: load_model parks its threads (park_loaded_blas)
 _blas: str | None = None  # NumPy's BLAS, read at the first two_threads()
 _pool = None
 _pool_pid = 0  # the process that made _pool
+_HELPER = "tracer-rows"  # the helper thread's name
 _on_helper = threading.local()  # .active on the helper thread: a split inside a split runs whole there
 
 
-def park_blas_threads() -> bool:
-    """Before NumPy loads: ask OpenBLAS to put its threads to sleep soon after each product (a value the user
-    set is kept). Returns whether its threads do sleep soon; once NumPy is loaded that can only be read."""
-    global _parked
-    if _parked is None:
-        if "numpy" not in sys.modules:
-            os.environ.setdefault(SPIN_VAR, str(SPIN_LOG2_CYCLES))
-        try:
-            _parked = int(os.environ.get(SPIN_VAR, "")) <= MOST_SPIN
-        except ValueError:
-            _parked = False
+def park_blas_threads() -> None:
+    """At `import tracer`: before NumPy loads, ask OpenBLAS to put its threads to sleep soon after each product
+    (a value the user set is kept); after, leave it to park_loaded_blas."""
+    global _parked, _late
+    if _parked is not None or _late:
+        return
+    if "numpy" in sys.modules:
+        _late = True
+        return
+    os.environ.setdefault(SPIN_VAR, str(SPIN_LOG2_CYCLES))
+    _parked = _short(os.environ[SPIN_VAR])
+
+
+def park_loaded_blas() -> bool:
+    """Called by load_model: when NumPy came before tracer, the spin set in the OpenBLAS already loaded. Only
+    while this is the process's one thread (besides tracer's helper): stopping OpenBLAS's threads under a
+    product another thread is running would break it. Idempotent; returns whether OpenBLAS's threads now
+    sleep soon after a product."""
+    global _parked, _late
+    if not _late:
+        return bool(_parked)
+    if any(t is not threading.current_thread() and not t.name.startswith(_HELPER) for t in threading.enumerate()):
+        return False  # another thread might be inside a BLAS call: not now (a later load_model tries again)
+    _late = False
+    os.environ.setdefault(SPIN_VAR, str(SPIN_LOG2_CYCLES))
+    libs = [lib for lib in map(_open, _loaded_openblas()) if lib is not None]
+    for lib in libs:
+        lib.openblas_read_env()  # reads OPENBLAS_THREAD_TIMEOUT (and its other variables) again
+        lib.blas_thread_shutdown_()  # the next product starts the threads, with the timeout just read
+    _parked = bool(libs) and _short(os.environ[SPIN_VAR])
     return _parked
+
+
+def _short(value: str) -> bool:
+    try:
+        return int(value) <= MOST_SPIN
+    except ValueError:
+        return False
+
+
+def _loaded_openblas() -> list[str]:
+    """Paths of the OpenBLAS libraries mapped into this process (Linux: /proc/self/maps; elsewhere none)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split(None, 5)[-1].strip() for line in maps if "openblas" in line.lower()}
+    except OSError:
+        return []
+    return sorted(p for p in paths if p.startswith("/") and ".so" in os.path.basename(p))
+
+
+def _open(path: str):
+    """The library at `path` (already loaded: this only takes a handle), when it exports both calls."""
+    try:
+        lib = ctypes.CDLL(path)
+        lib.openblas_read_env, lib.blas_thread_shutdown_  # noqa: B018  (AttributeError when absent)
+        return lib
+    except (OSError, AttributeError):
+        return None
 
 
 @functools.cache
@@ -108,5 +165,5 @@ def _helper():
     if _pool is None or _pool_pid != os.getpid():
         from concurrent.futures import ThreadPoolExecutor
 
-        _pool, _pool_pid = ThreadPoolExecutor(1, thread_name_prefix="tracer-rows"), os.getpid()
+        _pool, _pool_pid = ThreadPoolExecutor(1, thread_name_prefix=_HELPER), os.getpid()
     return _pool

@@ -284,16 +284,19 @@ def load_model(path: str | Path, dtype: str = "float32", allow_unused: bool = Fa
     allow_unused: load a checkpoint that holds float weights no step reads (e.g. a classification head);
     they are listed in model.unused_weights. Every shape is checked against the config from the file
     headers, before any tensor is read. Also tunes the C allocator once per process (see
-    tracer.model.allocator), as the command does: the API runs as fast as `tracer run`.
+    tracer.model.allocator) and, when NumPy was imported before tracer, shortens the spin of OpenBLAS's
+    threads (tracer.threads), as the command does: the API runs as fast as `tracer run`.
     tokenizer: for a GGUF file, "gguf" (its own, the default: what llama.cpp runs) or "json" (the tokenizer.json
     beside it: what transformers runs); a folder has only its tokenizer.json ("json").
     Raises TracerError on a missing, corrupt or unsupported checkpoint."""
     from tracer.model import allocator
+    from tracer.threads import park_loaded_blas
 
     if dtype not in DTYPES:
         raise TracerError(f"dtype {dtype!r} is not supported", hint="use float32 or float64")
     from tracer.model.gguf_open import is_gguf, load_gguf_model  # here: gguf_open builds on this module
 
+    park_loaded_blas()  # NumPy loaded before tracer: its OpenBLAS's threads told to sleep soon (tracer.threads)
     if is_gguf(Path(path)):  # a GGUF file (issue 17): its own reader, metadata -> config
         allocator.reuse_freed_memory()
         return load_gguf_model(Path(path), dtype, allow_unused, tokenizer)
