@@ -81,3 +81,14 @@ def test_large_values_do_not_overflow_the_float32_sums():
 def test_a_constant_tensor_has_zero_std():
     a = np.full(S._CHUNK * 2 + 1, 0.1, np.float32)
     assert_close(tensor_stats(a), reference(a))  # std within 1e-6 of the mean: float32 chunk sums (1.5e-8 seen)
+
+
+def test_a_transposed_view_is_read_in_memory_order_with_the_same_statistics():
+    """The heads of q, k, v are a transposed view; its statistics are taken in memory order (no copy): the same
+    values, so the same statistics up to the merge order of the chunks."""
+    x = (rng.standard_normal((1, 3 * S._CHUNK // 64 + 5, 64)) * 2 + 0.5).astype(np.float32)
+    x[0, 7, 3] = np.inf
+    heads = x.reshape(1, -1, 4, 16).transpose(0, 2, 1, 3)  # [batch, heads, pos, d_head], not C-contiguous
+    assert not heads.flags.c_contiguous
+    assert_close(tensor_stats(heads), reference(heads))
+    assert_close(tensor_stats(heads), tensor_stats(np.ascontiguousarray(heads)))

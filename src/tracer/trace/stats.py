@@ -26,7 +26,7 @@ def tensor_stats(a: np.ndarray) -> dict[str, float]:
         return dict.fromkeys(STAT_KEYS, 0.0)
     if a.dtype == np.bool_:
         return _bool_stats(a)
-    flat = a.reshape(-1)
+    flat = a.ravel(order="K")  # memory order: a view of a transposed array (the heads of q, k, v), not a copy
     work = flat.dtype if flat.dtype in (np.float32, np.float64) else np.dtype(np.float32 if flat.dtype.kind in "fV" else np.float64)
     chunks = -(-flat.size // _CHUNK)
     parts: dict[int, Moments] = {}  # first chunk -> the moments of a run of chunks from it
