@@ -257,3 +257,13 @@ def test_a_forked_child_gets_its_own_helper_thread(two):
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung on the parent's helper thread")
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (3,), (), (64, 33)])
+def test_bf16_widened_on_two_threads_is_the_shifted_bits(two, shape):
+    from tracer.checkpoint.safetensors_file import widen_bf16
+
+    bits = np.random.default_rng(1).integers(0, 1 << 16, shape, dtype=np.uint16)  # every pattern: NaN and inf too
+    got = widen_bf16(bits)
+    assert got.dtype == np.float32 and got.shape == bits.shape
+    np.testing.assert_array_equal(got.view(np.uint32), bits.astype(np.uint32) << 16)

