@@ -267,3 +267,19 @@ def test_bf16_widened_on_two_threads_is_the_shifted_bits(two, shape):
     got = widen_bf16(bits)
     assert got.dtype == np.float32 and got.shape == bits.shape
     np.testing.assert_array_equal(got.view(np.uint32), bits.astype(np.uint32) << 16)
+
+
+@pytest.mark.parametrize("per_head", [False, True])
+@pytest.mark.parametrize("poison", [None, np.nan, np.inf])
+def test_the_mask_split_over_heads_is_np_where(two, per_head, poison):
+    """Half of the heads on each core; a half holding NaN or +inf takes np.where itself (x + -inf would be NaN)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 6, 5, 9)).astype(np.float32)
+    if poison is not None:
+        x[1, 4, 2, 3] = poison  # in the second half of the heads only
+    keep = rng.random((2, 6 if per_head else 1, 5, 9)) < 0.6
+    keep[1, 4 if per_head else 0, 2, 3] = False  # the poisoned cell blocked: -inf, where x + -inf is NaN
+    got = ops.mask_blocked(x[..., 1:8], keep[..., 1:8])  # a column slice, as the blocked path passes
+    want = np.where(keep[..., 1:8], x[..., 1:8], -np.inf)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
