@@ -11,7 +11,8 @@ when it loads and applies it when it starts its threads, so:
   unless the user did, and OpenBLAS starts with it;
 - NumPy loaded first: `load_model` sets it the same way, has the loaded OpenBLAS read its environment again
   (`openblas_read_env`) and stops its threads (`blas_thread_shutdown_`, what OpenBLAS itself does before a
-  fork); the next product starts them with the short spin. Both are exported by every OpenBLAS build.
+  fork); the next product starts them with the short spin. OpenBLAS's shared library exports both (NumPy's
+  scipy-openblas 0.3.31 does, unprefixed); where either is missing nothing is changed.
 
 Elsewhere (another BLAS, no such symbols) the elementwise steps stay on one thread, as before;
 `two_threads()` says which.

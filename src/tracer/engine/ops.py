@@ -182,11 +182,10 @@ def mask_blocked(x: np.ndarray, keep: np.ndarray) -> np.ndarray:
     if keep.size >= x.size or not x.size:
         return np.where(keep, x, -np.inf).astype(x.dtype, copy=False)
     bias = np.where(keep, x.dtype.type(0.0), x.dtype.type(-np.inf))  # [.., 1 | heads, q, kv]: keep's shape
+    out = np.empty(x.shape, x.dtype)
     if x.ndim != 4 or keep.ndim != 4:
-        out = np.empty(x.shape, x.dtype)
         _mask_into(x, keep, bias, out)
         return out
-    out = np.empty(x.shape, x.dtype)
     per_head = keep.shape[1] != 1  # a mask of its own per head (an override): cut with the heads
 
     def heads(h0: int, h1: int) -> None:
