@@ -159,13 +159,15 @@ def _whole(text: str) -> bool:
 
 
 def dump_tensors(gguf: Path, prompt: str, tool: str = "llama-debug", extra: tuple[str, ...] = (),
-                 attempts: int = 4) -> str:
+                 attempts: int = 10) -> str:
     """The tensor dump (stdout) of one forward pass over `prompt`: llama-debug with --no-warmup, an f32 KV cache
     (the f16 default is ~1e-3 off), flash attention off (so kq_soft_max is printed), one thread.
 
     llama.cpp's logger is an unflushed queue at exit (common/log.cpp leaks it on purpose, llama.cpp#22142), so
-    the end of the dump is lost in some runs, piped or not (seen here in about 1 run in 4): the harness runs it
-    up to `attempts` times until `result_output` and its sum are there and no tensor is cut, and returns the longest dump otherwise."""
+    the end of the dump is lost in some runs, piped or not (seen here in 3 runs of 20 on a quiet machine, and
+    in 4 runs out of 4 once on a busy one): the harness runs it up to `attempts` times (a run takes well under
+    a second) until `result_output` and its sum are there and no tensor is cut, and returns the longest dump
+    otherwise."""
     warmup = ["--no-warmup"] if tool == "llama-debug" else []  # llama-eval-callback has no such flag
     args = ["-m", str(gguf), "-p", prompt, *warmup, "-ctk", "f32", "-ctv", "f32", "-fa", "off", "-t", "1",
             "-c", "128", "--temp", "0", *extra]

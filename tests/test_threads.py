@@ -283,3 +283,25 @@ def test_the_mask_split_over_heads_is_np_where(two, per_head, poison):
     want = np.where(keep[..., 1:8], x[..., 1:8], -np.inf)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("qname", ["Q8_0", "Q4_0", "Q4_K", "Q6_K", "BF16"])
+def test_gguf_bands_dequantized_on_two_threads_are_the_same_bits(two, qname, monkeypatch):
+    """Half of the bands of rows on each core: the same floats as one thread, for the fast paths and gguf's own."""
+    gguf = pytest.importorskip("gguf")
+    from tracer.checkpoint import gguf_dequant
+
+    qtype = getattr(gguf.GGMLQuantizationType, qname)
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    rng = np.random.default_rng(11)
+    raw = rng.integers(0, 256, (37, 2 * size), dtype=np.uint8)  # 37 rows of two blocks: any bytes decode
+    if qname != "BF16":
+        raw.reshape(37, 2, size)[..., :2] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)  # a finite scale d
+    monkeypatch.setattr(gguf_dequant, "BAND_VALUES", 3 * block * 2)  # bands of three rows: 13 bands
+    with np.errstate(all="ignore"):
+        threads._parked = False
+        one = gguf_dequant.dequantize(raw, qtype, gguf)
+        threads._parked = True
+        both = gguf_dequant.dequantize(raw, qtype, gguf)
+    assert one.shape == both.shape == (37, 2 * block) and both.dtype == np.float32
+    assert_same_bits(one, both, qname)

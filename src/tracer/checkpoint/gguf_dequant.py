@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracer.threads import in_halves
 
 BAND_VALUES = 1 << 20  # values dequantized at a time: gguf's K-quant code makes several temporaries per value
 
@@ -16,7 +17,8 @@ def dequantize(data: np.ndarray, qtype, gguf) -> np.ndarray:
 
     A large tensor is dequantized a band of rows at a time into one float32 output, so the peak is the output
     plus one band's temporaries, not gguf's temporaries over the whole tensor (a 7B model's 32,000 x 4,096
-    head). Blocks never straddle rows, so the result is the same."""
+    head); half of the bands on each core when two threads are on (each holds its own temporaries). Blocks
+    never straddle rows, so the result is the same."""
     one = _FAST.get(qtype.name) or (lambda d: gguf.quants.dequantize(d, qtype).astype(np.float32, copy=False))
     rows = data.reshape(-1, data.shape[-1]) if data.ndim >= 2 else data.reshape(1, -1)
     block, size = gguf.GGML_QUANT_SIZES[qtype]
@@ -27,8 +29,12 @@ def dequantize(data: np.ndarray, qtype, gguf) -> np.ndarray:
     first = one(np.ascontiguousarray(rows[:band]))
     out = np.empty((rows.shape[0], first.shape[-1]), np.float32)
     out[:band] = first
-    for start in range(band, rows.shape[0], band):
-        out[start:start + band] = one(np.ascontiguousarray(rows[start:start + band]))
+
+    def bands(b0: int, b1: int) -> None:  # band 0 is done: it gave the output's width
+        for start in range(max(b0, 1) * band, min(b1 * band, rows.shape[0]), band):
+            out[start:start + band] = one(np.ascontiguousarray(rows[start:start + band]))
+
+    in_halves(bands, -(-rows.shape[0] // band), out.nbytes)  # half of the bands on each core (tracer.threads)
     return out.reshape(*data.shape[:-1], first.shape[-1])
 
 
