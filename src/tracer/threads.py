@@ -27,7 +27,6 @@ alone changes neither the products nor decoding beyond this host's noise: OpenBL
 from __future__ import annotations
 
 import contextvars
-import ctypes
 import functools
 import os
 import sys
@@ -100,6 +99,8 @@ def _loaded_openblas() -> list[str]:
 
 def _open(path: str):
     """The library at `path` (already loaded: this only takes a handle), when it exports both calls."""
+    import ctypes  # here: only this late path needs it (3 ms off `import tracer`)
+
     try:
         lib = ctypes.CDLL(path)
         lib.openblas_read_env, lib.blas_thread_shutdown_  # noqa: B018  (AttributeError when absent)

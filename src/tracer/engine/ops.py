@@ -110,12 +110,13 @@ def relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0.0)
 
 
-def by_rows(into, x: np.ndarray) -> np.ndarray:
+def by_rows(into, x: np.ndarray, piece_bytes: int | None = None) -> np.ndarray:
     """into(x_rows, out_rows) over the rows of x (its last axis whole): a new float array of x's shape. The rows
     are split over two threads when those are on (tracer.threads), and each thread takes its rows a piece of
-    about 1 MiB at a time, so an activation's many passes read the cache instead of memory (GELU with erf over
-    2,048 x 3,072: 38 against 72 ms; 512 rows: 8.2 against 10.2 ms). Each element's operations are the same
-    whichever thread and piece compute it, so the numbers do not depend on the split."""
+    about `piece_bytes` (_PIECE_BYTES, 1 MiB) at a time, so an activation's many passes read the cache instead
+    of memory (GELU with erf over 2,048 x 3,072: 38 against 72 ms; 512 rows: 8.2 against 10.2 ms). Each
+    element's operations are the same whichever thread and piece compute it, so the numbers do not depend on
+    the split."""
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
     out = np.empty(x.shape, x.dtype)
@@ -123,7 +124,8 @@ def by_rows(into, x: np.ndarray) -> np.ndarray:
         into(x, out)
         return out
     xr, outr = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])  # views: [rows, last]
-    step = max(1, _PIECE_BYTES // max(1, x.shape[-1] * x.itemsize))
+    piece = _PIECE_BYTES if piece_bytes is None else piece_bytes
+    step = max(1, piece // max(1, x.shape[-1] * x.itemsize))
 
     def rows_of(r0: int, r1: int) -> None:
         for r in range(r0, r1, step):
@@ -207,22 +209,13 @@ def _mask_into(x: np.ndarray, keep: np.ndarray, bias: np.ndarray, out: np.ndarra
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """Stable softmax; a row that is entirely -inf (fully masked) gives zeros, not NaN.
 
-    Over the last axis, row by row: the rows split over two threads when those are on (tracer.threads), and
-    a tensor larger than the cache (the logits [batch, pos, vocab]) a piece of rows at a time, so each row's
-    five passes read the cache instead of memory (GPT-2's 512 x 50,257 logits: 66 against 83 ms on one
-    thread). Each row is computed alone either way, so the numbers are the same."""
-    if axis not in (-1, x.ndim - 1) or x.ndim < 2 or not (x.flags.c_contiguous or x.nbytes > _SOFTMAX_PIECE_BYTES):
+    Over the last axis, row by row (by_rows): the rows split over two threads when those are on, a piece of
+    4 MiB at a time, so each row's five passes over the logits [batch, pos, vocab] read the cache instead of
+    memory (GPT-2's 512 x 50,257 logits: 66 against 83 ms on one thread). Each row is computed alone either
+    way, so the numbers are the same."""
+    if axis not in (-1, x.ndim - 1):
         return _softmax_into(x, np.empty(x.shape, x.dtype), axis)
-    rows = x.reshape(-1, x.shape[-1])  # [rows, n] (a view for a contiguous x)
-    out = np.empty(rows.shape, x.dtype)
-    step = max(1, _SOFTMAX_PIECE_BYTES // max(1, rows.shape[1] * x.itemsize))
-
-    def rows_of(r0: int, r1: int) -> None:
-        for r in range(r0, r1, step):
-            _softmax_into(rows[r : min(r + step, r1)], out[r : min(r + step, r1)], -1)
-
-    in_halves(rows_of, rows.shape[0], x.nbytes)
-    return out.reshape(x.shape)
+    return by_rows(lambda rows, out: _softmax_into(rows, out, -1), x, _SOFTMAX_PIECE_BYTES)
 
 
 _SOFTMAX_PIECE_BYTES = 4 * 2**20  # rows of a piece: a few MiB stay in L2/L3 (measured: 8-16 logits rows best)
