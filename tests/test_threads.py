@@ -89,15 +89,19 @@ def test_the_helper_keeps_the_callers_errstate_and_raises_into_it(two):
         threads.in_halves(square, 4, 1)  # ignored on both threads: no warning, no error
 
 
-def test_a_split_inside_a_split_runs_whole_on_the_helper(two):
-    """The helper is one thread: were it to wait for itself, a nested split would hang."""
+def test_a_split_inside_a_split_runs_whole_on_both_threads(two):
+    """The helper is one thread: were it to wait for itself, a nested split would hang; on the calling thread a
+    nested split would queue behind the helper's half and serialize the two halves."""
     seen = []
 
     def outer(r0, r1):
-        threads.in_halves(lambda a, b: seen.append((r0, a, b)), 4, 1)
+        threads.in_halves(lambda a, b: seen.append((r0, a, b, threading.current_thread().name)), 4, 1)
 
     threads.in_halves(outer, 2, 1)
-    assert sorted(seen) == [(0, 0, 2), (0, 2, 4), (1, 0, 4)]  # the main thread's half split again, the helper's not
+    assert sorted(x[:3] for x in seen) == [(0, 0, 4), (1, 0, 4)]  # each half's inner work whole, on its own thread
+    assert len({x[3] for x in seen}) == 2
+    threads.in_halves(lambda a, b: seen.append((a, b)), 4, 1)  # and after it, a split splits again
+    assert sorted(x for x in seen if len(x) == 2) == [(0, 2), (2, 4)]
 
 
 _VALUES = st.one_of(st.floats(width=32, allow_nan=True), st.floats(-30, 30, width=32))

@@ -44,7 +44,7 @@ _blas: str | None = None  # NumPy's BLAS, read at the first two_threads()
 _pool = None
 _pool_pid = 0  # the process that made _pool
 _HELPER = "tracer-rows"  # the helper thread's name
-_on_helper = threading.local()  # .active on the helper thread: a split inside a split runs whole there
+_inside = threading.local()  # .active on both threads while they run a split: a split inside it runs whole
 
 
 def park_blas_threads() -> None:
@@ -141,24 +141,28 @@ def in_halves(work: Callable[[int, int], object], n_rows: int, nbytes: int) -> N
     """work(r0, r1) over the rows 0..n_rows: the second half on a helper thread while this one does the first,
     when two threads are on and the work is large enough; else work(0, n_rows) here. The helper runs in a copy
     of this thread's context (NumPy's errstate is a context variable). Each row is computed once, by one
-    thread; the caller writes disjoint rows, so the result does not depend on the split."""
-    if n_rows < 2 or nbytes < MIN_SPLIT_BYTES or not two_threads() or getattr(_on_helper, "active", False):
+    thread; the caller writes disjoint rows, so the result does not depend on the split.
+
+    A split inside a split (bf16 widening inside a band of GGUF rows) runs whole on whichever thread meets it:
+    the helper is one thread, so on the helper it would wait for itself, and on this thread it would queue
+    behind the helper's own half and run the two halves one after the other."""
+    if n_rows < 2 or nbytes < MIN_SPLIT_BYTES or not two_threads() or getattr(_inside, "active", False):
         work(0, n_rows)
         return
     half = n_rows // 2
-    later = _helper().submit(contextvars.copy_context().run, _as_helper, work, half, n_rows)
+    later = _helper().submit(contextvars.copy_context().run, _inside_split, work, half, n_rows)
     try:
-        work(0, half)
+        _inside_split(work, 0, half)
     finally:
         later.result()
 
 
-def _as_helper(work: Callable[[int, int], object], r0: int, r1: int) -> None:
-    _on_helper.active = True
+def _inside_split(work: Callable[[int, int], object], r0: int, r1: int) -> None:
+    _inside.active = True
     try:
         work(r0, r1)
     finally:
-        _on_helper.active = False
+        _inside.active = False
 
 
 def _helper():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracer.checkpoint.safetensors_file import widen_bf16
 from tracer.threads import in_halves
 
 BAND_VALUES = 1 << 20  # values dequantized at a time: gguf's K-quant code makes several temporaries per value
@@ -61,7 +62,7 @@ def _q4_0(data: np.ndarray) -> np.ndarray:
 
 
 def _bf16(data: np.ndarray) -> np.ndarray:
-    return np.left_shift(data.view(np.uint16), 16, dtype=np.uint32).view(np.float32)  # exact
+    return widen_bf16(data.view(np.uint16))  # exact
 
 
 def _f16(data: np.ndarray) -> np.ndarray:
