@@ -213,3 +213,47 @@ def test_a_causal_block_masks_and_mixes_only_the_keys_it_can_see(monkeypatch):
     whole = m.run(ids=[list(range(3, 13))], keep=("*",))
     np.testing.assert_allclose(t["logits"], whole["logits"], atol=1e-5)
     assert t.step("blocks.0.attn.weights").stats["min"] == 0.0 and t.step("blocks.0.attn.masked_scores").stats["inf"] == 45 * m.spec.n_heads
+
+
+def _causal(rows: int, r0: int, keys: int) -> np.ndarray:
+    return (np.arange(keys)[None, :] <= np.arange(r0, r0 + rows)[:, None])[None, None]  # [1, 1, rows, keys]
+
+
+@pytest.mark.parametrize("keep, c0, c1, want", [
+    (_causal(4, 8, 16), 0, 12, (0, 9)),  # causal rows 8..11: keys 0..8 seen by all
+    (_causal(8, 0, 16), 0, 8, None),  # the first rows: key 0 only, under a quarter of 0:8
+    (np.ones((1, 1, 4, 16), bool), 0, 16, (0, 16)),  # no mask: every key
+    (_causal(4, 8, 16) & (np.arange(16) >= 3), 3, 12, (3, 9)),  # left padding: keys 0..2 blocked
+    (_causal(4, 8, 16) & (np.arange(16) != 5), 0, 12, None),  # a hole: not one run
+    (np.concatenate([_causal(4, 8, 16), _causal(4, 8, 16) & (np.arange(16) >= 6)]), 0, 12, (6, 9)),  # a padded row
+    (np.ones((1, 1, 4, 1), bool), 0, 1, None),  # one value for every key
+])
+def test_the_keys_every_row_attends(keep, c0, c1, want):
+    assert attention_module.attended_by_every_row(keep, c0, c1) == want
+
+
+def test_scores_and_masked_scores_share_the_scan_of_the_keys_every_row_sees(monkeypatch):
+    """In a causal statistics-only run, the keys before a block's first row are scanned once for both steps (their
+    masked scores are their scores), and both steps' statistics still equal the whole tensors'."""
+    from tracer.trace.recorder import BlockStats
+
+    shared = []
+    real = BlockStats.add_shared
+
+    def spy(self, block, other):
+        shared.append((self.step.name, other.step.name, block.shape[-1]))
+        return real(self, block, other)
+
+    monkeypatch.setattr(BlockStats, "add_shared", spy)
+    monkeypatch.setattr(attention_module, "query_block_rows",
+                        lambda rec, a, shape, itemsize: None if rec.keeps(a + "weights") else 4)
+    m = tracer.load_model(model_dir("llama"))
+    ids = [list(range(3, 19))]
+    blocked = m.run(ids=ids, keep=("logits",))
+    assert ("blocks.0.attn.scores", "blocks.0.attn.masked_scores", 13) in shared  # rows 12..15 all see keys 0..12
+    whole = m.run(ids=ids, keep=("*",))
+    for name in ("blocks.0.attn.scores", "blocks.0.attn.masked_scores"):
+        a, b = whole.step(name).stats, blocked.step(name).stats
+        assert (a["nan"], a["inf"]) == (b["nan"], b["inf"]), name
+        for key in ("mean", "std", "min", "max"):  # the block's products round their last bits differently
+            assert abs(a[key] - b[key]) <= 1e-5 * max(1.0, a["absmax"]), (name, key)

