@@ -12,8 +12,10 @@ BERT-base-sized encoder (110M) at 128 tokens, and `tracer generate` against tran
 128-token prompt, 64 new greedy tokens, bench/generate.py's sides). Sides: transformers eager float32 with
 attentions and hidden states; tracer through the Python API exactly as documented (`tracer.load_model(dir)
 .run(ids=..., keep=...)`, no tuning call) keeping every step (`all`), statistics only (`stats`), and the bare
-forward with no recorder (`bare`). Each side runs in its own fresh process, warms up once, then is timed
-`--repeat` times: median, min-max. Ratios are tracer / transformers of the same row.
+forward with no recorder (`bare`). Each side runs in its own fresh process and warms up once; then `--repeat`
+rounds each time one forward of every side of the row in turn (the order rotating), so that a host whose speed
+drifts, as a shared machine's does, slows the sides of a round alike. Times: median, min-max. A ratio is
+tracer / transformers within a round; the row's ratio is the median of its rounds' (min-max beside it).
 
 Floor: each row also times the dense matrix products alone (x @ W for every projection and the head, on the
 weights as tracer maps them, back to back), and for decoding one token's products (each weight read once from
@@ -36,6 +38,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -108,8 +111,8 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
-    """Runs in a fresh subprocess: load, warm up once, time `repeat` forwards."""
+def prepare(kind: str, folder: str, n_tokens: int):
+    """Load one side's model -> a function running one forward of `n_tokens` tokens."""
     ids = [[(i * 7919) % 30000 for i in range(n_tokens)]]
     if kind == "transformers":
         import torch
@@ -122,35 +125,52 @@ def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
         def once():
             with torch.no_grad():
                 return model(x, output_attentions=True, output_hidden_states=True)
-    elif kind == "floor":
+        return once
+    import tracer
+
+    model = tracer.load_model(folder)  # the API as documented: no tuning call of our own
+    keep = ("*",) if kind == "all" else ()
+    if kind == "bare":  # the forward pass alone, no statistics: what the statistics cost
+        import numpy as np
+        from tracer.engine.forward import forward
+        from tracer.trace.recorder import NullRecorder
+
+        inputs = model.batch(ids=ids).inputs
+
+        def bare():
+            with np.errstate(over="ignore", under="ignore"):
+                return forward(inputs, model.weights, model.spec, NullRecorder())
+        return bare
+    return lambda: model.run(ids=ids, keep=keep)
+
+
+def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
+    """Runs in a fresh subprocess: load, warm up once, time `repeat` forwards."""
+    if kind == "floor":
         return products_floor(folder, n_tokens, repeat)
-    else:
-        import tracer
-
-        model = tracer.load_model(folder)  # the API as documented: no tuning call of our own
-        keep = ("*",) if kind == "all" else ()
-
-        def once():
-            return model.run(ids=ids, keep=keep)
-
-        if kind == "bare":  # the forward pass alone, no statistics: what the statistics cost
-            import numpy as np
-            from tracer.engine.forward import forward
-            from tracer.trace.recorder import NullRecorder
-
-            inputs = model.batch(ids=ids).inputs
-
-            def once():
-                with np.errstate(over="ignore", under="ignore"):
-                    return forward(inputs, model.weights, model.spec, NullRecorder())
-
     base = _rss_mb()
+    once = prepare(kind, folder, n_tokens)
     t0 = time.perf_counter()
     once()
     first = time.perf_counter() - t0
     times = [_timed(once) for _ in range(repeat)]
     return {"kind": kind, "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
             "first_s": first, "peak_mb": _rss_mb(), "base_mb": base, "kernel": blas_kernel()}
+
+
+def worker(kind: str, folder: str, n_tokens: int) -> None:
+    """A side kept alive for interleaved rounds: load and warm up, say `ready`, then time one forward per `run`
+    line on stdin (printing its seconds) until `done`, which prints the side's memory as JSON."""
+    base = _rss_mb()
+    once = prepare(kind, folder, n_tokens)
+    first = _timed(once)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "run":
+            break
+        print(_timed(once), flush=True)
+    print(json.dumps({"kind": kind, "first_s": first, "peak_mb": _rss_mb(), "base_mb": base, "kernel": blas_kernel()}),
+          flush=True)
 
 
 def products_floor(folder: str, n_tokens: int, repeat: int) -> dict:
@@ -188,6 +208,7 @@ def add_common_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--blas", choices=("native", "as-is"), default="native")
     ap.add_argument("--side", help=argparse.SUPPRESS)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--tokens", type=int, help=argparse.SUPPRESS)
 
@@ -198,6 +219,46 @@ def environment(blas: str) -> dict:
         for var in BLAS_PINS:
             env.pop(var, None)
     return env
+
+
+PAUSE_S = 0.3  # between two sides' runs: the last one's idle BLAS/OpenMP threads stop spinning first
+
+
+def run_interleaved(kinds: list[str], folder: Path, tokens: int, repeat: int, env: dict,
+                    script: str = __file__) -> dict[str, dict]:
+    """Every side of a row in its own fresh process, all loaded and warmed up, then `repeat` rounds that time one
+    forward of each side in turn (the order rotating each round). A host whose speed drifts (a shared machine)
+    slows the sides of a round alike, so each round's ratio to transformers (the first kind) is measured within
+    seconds; the row's ratio is their median."""
+    procs, logs = {}, {}
+    for kind in kinds:  # one at a time, so loading does not overlap
+        logs[kind] = tempfile.TemporaryFile("w+")  # a side's stderr (transformers' progress bars), shown if it fails
+        p = procs[kind] = subprocess.Popen([sys.executable, script, "--worker", kind, "--folder", str(folder),
+                                            "--tokens", str(tokens)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           stderr=logs[kind], text=True, env=env)
+        if p.stdout.readline().strip() != "ready":
+            p.wait()
+            logs[kind].seek(0)
+            raise SystemExit(f"the {kind} side failed to start:\n{logs[kind].read()}")
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    for r in range(repeat):
+        for kind in kinds[r % len(kinds):] + kinds[: r % len(kinds)]:
+            time.sleep(PAUSE_S)
+            p = procs[kind]
+            p.stdin.write("run\n")
+            p.stdin.flush()
+            times[kind].append(float(p.stdout.readline()))
+    out = {}
+    for kind, p in procs.items():
+        p.stdin.write("done\n")
+        p.stdin.flush()
+        tail = json.loads(p.stdout.readline())
+        p.wait()
+        t = times[kind]
+        ratios = [a / b for a, b in zip(t, times[kinds[0]])]
+        out[kind] = {**tail, "median_s": statistics.median(t), "min_s": min(t), "best_s": min(t), "max_s": max(t), "times_s": t,
+                     "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
+    return out
 
 
 def run_side(kind: str, folder: Path, tokens: int, repeat: int, env: dict) -> dict:
@@ -234,6 +295,9 @@ def main() -> None:
     if args.side:
         print(json.dumps(side(args.side, str(args.folder), args.tokens, args.repeat)))
         return
+    if args.worker:
+        worker(args.worker, str(args.folder), args.tokens)
+        return
     rows = [r for r in args.rows.split(",") if r]
     unknown = [r for r in rows if r not in ROWS]
     if unknown:
@@ -243,8 +307,10 @@ def main() -> None:
                             "print(b.sgemm_gflops()); print(b.blas_kernel())"], check=True, capture_output=True, text=True,
                            env=env).stdout.splitlines()
     print(f"numpy BLAS: {probe[1]} (--blas {args.blas}); sgemm {float(probe[0]):.0f} GFLOPS (512 x 768 x 3072, float32); "
-          f"median of {args.repeat} after a warm-up, each side in a fresh process")
-    print(f"{'row':<10} {'side':<13} {'median s':>9} {'min-max s':>15} {'ratio':>6} {'goal':>6} {'':>4} {'peak MB':>8} {'ratio':>6}")
+          f"median of {args.repeat} rounds after a warm-up, each side in a fresh process, one forward of each side "
+          f"per round (ratio: the median of the rounds' ratios)")
+    print(f"{'row':<10} {'side':<13} {'median s':>9} {'min-max s':>15} {'ratio':>6} {'min-max':>11} {'goal':>6} {'':>4} "
+          f"{'peak MB':>8} {'ratio':>6}")
     results, verdicts, starred = {}, [], False  # starred: some goal is beyond its row's floor
     for row in rows:
         arch, tokens, goals = ROWS[row]
@@ -259,29 +325,30 @@ def main() -> None:
             verdicts.append(met)
             starred |= not met and GENERATE_GOAL > most
             print(f"{row:<10} {'transformers':<13} {ref['decode_tok_s']:8.1f}/s {'':>15} {1:6.2f}")
-            print(f"{row:<10} {'floor':<13} {1 / floor['median_s']:8.1f}/s {'':>15} {most:5.2f}x {'':>6} {'':>4} "
+            print(f"{row:<10} {'floor':<13} {1 / floor['median_s']:8.1f}/s {'':>15} {most:5.2f}x {'':>11} {'':>6} {'':>4} "
                   f"{'':>8} {'':>6}   (one token's products: {floor['weight_mb']:.0f} MB of weights at "
                   f"{floor['weight_mb'] / 1e3 / floor['median_s']:.1f} GB/s)")
-            print(f"{row:<10} {'tracer cache':<13} {ours['decode_tok_s']:8.1f}/s {'':>15} {speed:5.2f}x {'>=3x':>6} "
+            print(f"{row:<10} {'tracer cache':<13} {ours['decode_tok_s']:8.1f}/s {'':>15} {speed:5.2f}x {'':>11} {'>=3x':>6} "
                   f"{_verdict(met, GENERATE_GOAL > most)} {ours['peak_mb']:8.0f} {ours['peak_mb'] / ref['peak_mb']:6.2f}   "
                   f"(decoding tokens/s; same tokens: {ours['new_ids'] == ref['new_ids']})")
             continue
-        ref = run_side("transformers", folder, tokens, args.repeat, env)
-        results[row] = {"transformers": ref}
+        floor = run_side("floor", folder, tokens, max(3, args.repeat), env)
+        sides = run_interleaved(["transformers", *goals], folder, tokens, args.repeat, env)
+        ref = sides["transformers"]
+        results[row] = {**sides, "floor": floor}
         print(f"{row:<10} {'transformers':<13} {ref['median_s']:9.3f} {ref['min_s']:7.3f}-{ref['max_s']:<7.3f} {1:6.2f} "
-              f"{'':>6} {'':>4} {ref['peak_mb']:8.0f} {1:6.2f}")
-        floor = results[row]["floor"] = run_side("floor", folder, tokens, max(3, args.repeat), env)
+              f"{'':>11} {'':>6} {'':>4} {ref['peak_mb']:8.0f} {1:6.2f}")
         least = floor["median_s"] / ref["median_s"]  # the lowest ratio any forward on this BLAS could reach
-        print(f"{row:<10} {'floor':<13} {floor['median_s']:9.3f} {'':>15} {least:6.2f} {'':>6} {'':>4} {'':>8} {'':>6}"
-              f"   (the dense products alone, {floor['gflops']:.0f} GFLOPS)")
+        print(f"{row:<10} {'floor':<13} {floor['median_s']:9.3f} {'':>15} {least:6.2f} {'':>11} {'':>6} {'':>4} {'':>8} "
+              f"{'':>6}   (the dense products alone, {floor['gflops']:.0f} GFLOPS)")
         for kind, goal in goals.items():
-            r = results[row][kind] = run_side(kind, folder, tokens, args.repeat, env)
-            ratio = r["median_s"] / ref["median_s"]
-            met = ratio <= goal
+            r = sides[kind]
+            met = r["ratio"] <= goal
             verdicts.append(met)
             starred |= not met and goal < least
-            print(f"{row:<10} {'tracer ' + kind:<13} {r['median_s']:9.3f} {r['min_s']:7.3f}-{r['max_s']:<7.3f} {ratio:6.2f} "
-                  f"{goal:6.2f} {_verdict(met, goal < least)} {r['peak_mb']:8.0f} {r['peak_mb'] / ref['peak_mb']:6.2f}")
+            print(f"{row:<10} {'tracer ' + kind:<13} {r['median_s']:9.3f} {r['min_s']:7.3f}-{r['max_s']:<7.3f} "
+                  f"{r['ratio']:6.2f} {r['ratio_min']:5.2f}-{r['ratio_max']:<5.2f} {goal:6.2f} {_verdict(met, goal < least)} "
+                  f"{r['peak_mb']:8.0f} {r['peak_mb'] / ref['peak_mb']:6.2f}")
     print(f"goals met: {sum(verdicts)} of {len(verdicts)}")
     if starred:
         print("NOT*: the goal lies beyond the floor row, which is the dense products alone on this machine's BLAS "

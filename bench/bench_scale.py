@@ -15,7 +15,9 @@ Checkpoints are random (normal, std 0.02; norms 1), written straight to safetens
 Each side runs in its own subprocess. Reported per side: wall time of the forward pass (the best of
 `--repeat`, after loading), load time, peak resident set size (VmHWM) and the peak of anonymous memory
 (RssAnon sampled every 10 ms: RSS without the pages of memory-mapped files, which the kernel can drop
-and re-read at will). Ratios are tracer / transformers.
+and re-read at will). Ratios are tracer / transformers. In `1b` both sides stay loaded in their processes
+and take turns, one forward each per round (`--repeat` rounds), so that a shared host's drift slows both alike;
+the ratio within each round is printed too (its median and range).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_forward import add_common_args, environment, products_floor  # noqa: E402
+from bench_forward import add_common_args, environment, products_floor, run_interleaved  # noqa: E402
 
 GOAL_1B = 0.70  # issue 20: tracer's 1.1 B forward at most this fraction of transformers'
 
@@ -166,28 +168,9 @@ def status() -> dict[str, float]:
 def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
     if kind == "floor":  # bench_forward.py's floor: the dense products alone, on weights widened beforehand
         return products_floor(folder, n_tokens, repeat)
-    ids = [[(i * 7919) % 31000 + 3 for i in range(n_tokens)]]
     with MemorySampler() as mem:
         t0 = time.perf_counter()
-        if kind == "transformers":
-            import torch
-            from transformers import AutoModelForCausalLM
-
-            torch.set_num_threads(os.cpu_count() or 1)
-            model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
-            x = torch.tensor(ids)
-
-            def once():
-                with torch.no_grad():
-                    out = model(x, output_attentions=True, output_hidden_states=True)
-                return float(out.logits[0, -1].max())
-        else:
-            import tracer
-            model = tracer.load_model(folder)  # the API as documented
-
-            def once():
-                t = model.run(ids=ids, keep=())  # statistics for every step, no tensor kept whole
-                return len(t.steps)
+        once = prepare(kind, folder, n_tokens)
         load_s = time.perf_counter() - t0
         times = []
         for _ in range(repeat):
@@ -197,6 +180,51 @@ def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
     s = status()
     return {"kind": kind, "tokens": n_tokens, "load_s": load_s, "best_s": min(times), "times_s": times,
             "peak_rss_mb": s["VmHWM"], "peak_anon_mb": mem.peak_anon, "peak_file_mb": mem.peak_file}
+
+
+def worker(kind: str, folder: str, n_tokens: int) -> None:
+    """One side kept alive for interleaved rounds (bench_forward.run_interleaved's protocol): load, say `ready`,
+    time one forward per `run` line (no warm-up: the rounds' best is the figure), and at `done` print the load
+    time and the peaks of memory over all of it."""
+    with MemorySampler() as mem:
+        t0 = time.perf_counter()
+        once = prepare(kind, folder, n_tokens)
+        load_s = time.perf_counter() - t0
+        print("ready", flush=True)
+        for line in sys.stdin:
+            if line.strip() != "run":
+                break
+            t1 = time.perf_counter()
+            once()
+            print(time.perf_counter() - t1, flush=True)
+    s = status()
+    print(json.dumps({"kind": kind, "tokens": n_tokens, "load_s": load_s, "peak_rss_mb": s["VmHWM"],
+                      "peak_anon_mb": mem.peak_anon, "peak_file_mb": mem.peak_file}), flush=True)
+
+
+def prepare(kind: str, folder: str, n_tokens: int):
+    """Load one side -> a function running its forward once."""
+    ids = [[(i * 7919) % 31000 + 3 for i in range(n_tokens)]]
+    if kind == "transformers":
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        torch.set_num_threads(os.cpu_count() or 1)
+        model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
+        x = torch.tensor(ids)
+
+        def once():
+            with torch.no_grad():
+                out = model(x, output_attentions=True, output_hidden_states=True)
+            return float(out.logits[0, -1].max())
+    else:
+        import tracer
+        model = tracer.load_model(folder)  # the API as documented
+
+        def once():
+            t = model.run(ids=ids, keep=())  # statistics for every step, no tensor kept whole
+            return len(t.steps)
+    return once
 
 
 def run_side(kind: str, folder: Path, tokens: int, repeat: int, env: dict) -> dict:
@@ -225,10 +253,14 @@ def scenario(name: str, args, env: dict) -> bool:
     print(f"\n{name}: checkpoint {folder} ({size / 1e9:.2f} GB bf16, {SHAPES[shape_name]}); ready in {time.perf_counter() - t0:.0f} s")
     print(f"page cache warmed in {warm_page_cache(folder / 'model.safetensors'):.1f} s")
     if name == "1b":
-        rows = [run_side("transformers", folder, 512, args.repeat, env), run_side("tracer-stats", folder, 512, args.repeat, env)]
+        sides = run_interleaved(["transformers", "tracer-stats"], folder, 512, args.repeat, env, script=__file__)
+        rows = [sides["transformers"], sides["tracer-stats"]]
         print("512 tokens; transformers: float32 eager with hidden states and attentions; tracer: statistics only, "
-              f"in-process, best of {args.repeat}; goal: tracer <= {GOAL_1B:.2f}x transformers' time")
+              f"in-process; each side in its own process, {args.repeat} rounds of one forward each in turn, best of "
+              f"them; goal: tracer <= {GOAL_1B:.2f}x transformers' time")
         table(rows, rows[0])
+        r = rows[1]
+        print(f"tracer / transformers within a round: median {r['ratio']:.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})")
         floor = run_side("floor", folder, 512, args.repeat, env)
         least = floor["median_s"] / rows[0]["best_s"]
         print(f"floor: the dense products alone, float32 (widening not counted), {floor['median_s']:.2f} s = {least:.2f}x "
@@ -257,6 +289,9 @@ def main() -> None:
     ap.add_argument("--scratch", type=Path, default=HERE / "out", help="where checkpoints are built")
     add_common_args(ap)
     args = ap.parse_args()
+    if args.worker:
+        worker(args.worker, str(args.folder), args.tokens)
+        return
     if args.side:
         print(json.dumps(side(args.side, str(args.folder), args.tokens, args.repeat)))
         return
