@@ -145,17 +145,10 @@ def prepare(kind: str, folder: str, n_tokens: int):
 
 
 def side(kind: str, folder: str, n_tokens: int, repeat: int) -> dict:
-    """Runs in a fresh subprocess: load, warm up once, time `repeat` forwards."""
-    if kind == "floor":
-        return products_floor(folder, n_tokens, repeat)
-    base = _rss_mb()
-    once = prepare(kind, folder, n_tokens)
-    t0 = time.perf_counter()
-    once()
-    first = time.perf_counter() - t0
-    times = [_timed(once) for _ in range(repeat)]
-    return {"kind": kind, "median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
-            "first_s": first, "peak_mb": _rss_mb(), "base_mb": base, "kernel": blas_kernel()}
+    """Runs in a fresh subprocess: the floor (the forward sides run as workers, see run_interleaved)."""
+    if kind != "floor":
+        raise SystemExit(f"--side {kind}: only the floor runs alone; the forward sides take turns (--worker)")
+    return products_floor(folder, n_tokens, repeat)
 
 
 def worker(kind: str, folder: str, n_tokens: int) -> None:

@@ -55,9 +55,7 @@ def memory_rows(a: np.ndarray) -> np.ndarray:
     lead = [(st, n) for st, n in zip(a.strides[:-1], a.shape[:-1]) if n != 1]
     if a.strides[-1] == a.itemsize and all(st > 0 for st, _ in lead) and all(
             outer == inner * n for (outer, _), (inner, n) in zip(lead, lead[1:])):
-        rows = a.size // a.shape[-1]
-        step = lead[-1][0] if lead else a.shape[-1] * a.itemsize
-        return np.lib.stride_tricks.as_strided(a, (rows, a.shape[-1]), (step, a.itemsize), writeable=False)
+        return a.reshape(-1, a.shape[-1])  # a view: the leading axes merge (NumPy copies only when they do not)
     return a.ravel(order="K")  # a copy
 
 
